@@ -1,0 +1,242 @@
+//! Gate configuration: the policy and the four InnoDB settings, validated once.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::error::ConfigError;
+
+/// Which admission policy a [`crate::Gate`] runs. Each one is faithful to the InnoDB or MySQL
+/// version named; `docs/ARCHITECTURE.md` and the `policy` module say exactly how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// InnoDB 5.0–5.5: one mutex, a FIFO of wait slots, one sleep before queueing, direct
+    /// hand-off of a freed slot to the first waiter.
+    Classic,
+    /// InnoDB 5.6–8.0: atomic counters, no queue; sleep and poll with an adaptive sleep delay.
+    Polling,
+    /// MySQL 5.4: atomic counter; yield once, sleep 10 ms at most twice, then enter regardless.
+    Timer,
+    /// `classic` plus the LIFO rule of `innodb_thread_lifo` (admit while lifo-running <
+    /// fifo-pending).
+    Flifo,
+    /// No limit: every enter is admitted; only the bookkeeping runs.
+    Unlimited,
+}
+
+impl Policy {
+    /// Every policy, in the order reports list them.
+    pub const ALL: [Policy; 5] = [
+        Policy::Classic,
+        Policy::Polling,
+        Policy::Timer,
+        Policy::Flifo,
+        Policy::Unlimited,
+    ];
+
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Classic => "classic",
+            Policy::Polling => "polling",
+            Policy::Timer => "timer",
+            Policy::Flifo => "flifo",
+            Policy::Unlimited => "unlimited",
+        }
+    }
+
+    /// The most threads this policy may have running inside at once for a given limit, or
+    /// `None` when it has no bound (`timer`'s forced entries, `unlimited`, or limit 0).
+    pub fn max_running(self, limit: u32) -> Option<u32> {
+        if limit == 0 {
+            return None;
+        }
+        match self {
+            Policy::Classic | Policy::Polling => Some(limit),
+            Policy::Flifo => Some(2 * limit),
+            Policy::Timer | Policy::Unlimited => None,
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| ConfigError::UnknownPolicy(s.to_string()))
+    }
+}
+
+/// Largest accepted `limit`: InnoDB 5.5–8.0 accept `innodb_thread_concurrency` in 0..=1000.
+pub const MAX_LIMIT: u32 = 1000;
+/// Largest accepted sleep delay: InnoDB 5.6 caps `innodb_thread_sleep_delay` at 1,000,000 µs.
+pub const MAX_SLEEP_DELAY: Duration = Duration::from_secs(1);
+/// Largest accepted adaptive maximum: `innodb_adaptive_max_sleep_delay` accepts 0..=1,000,000 µs.
+pub const MAX_ADAPTIVE_SLEEP_DELAY: Duration = Duration::from_secs(1);
+
+/// The settings of a gate. Build with [`GateConfig::new`] and the setters, then hand it to
+/// [`crate::Gate::new`], which validates it.
+///
+/// Defaults are InnoDB's: tickets 500 (`innodb_concurrency_tickets` up to 5.5, and the seeds'
+/// setting), sleep delay 10 ms (`innodb_thread_sleep_delay` = 10000 µs), adaptive maximum 150 ms
+/// (`innodb_adaptive_max_sleep_delay` = 150000 µs, 5.6). The default limit is 8, the value
+/// `innodb_thread_concurrency` had by default in 5.0 and 5.1 and the one seed 004 ran with; 0
+/// means unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateConfig {
+    /// The admission policy.
+    pub policy: Policy,
+    /// Threads allowed inside at once (`innodb_thread_concurrency`); 0 = no limit.
+    pub limit: u32,
+    /// Tickets granted at admission (`innodb_concurrency_tickets`); each later enter spends one.
+    pub tickets: u32,
+    /// Sleep before joining the queue (`classic`, `flifo`) or between polls (`polling`, the
+    /// starting value of the adaptive delay). `Duration::ZERO` disables the sleep.
+    pub sleep_delay: Duration,
+    /// Upper bound of `polling`'s adaptive sleep delay (`innodb_adaptive_max_sleep_delay`);
+    /// `Duration::ZERO` turns adaptation off.
+    pub adaptive_max_sleep_delay: Duration,
+}
+
+impl GateConfig {
+    /// InnoDB's defaults for `policy` (see the type's documentation).
+    pub fn new(policy: Policy) -> Self {
+        GateConfig {
+            policy,
+            limit: 8,
+            tickets: 500,
+            sleep_delay: Duration::from_millis(10),
+            adaptive_max_sleep_delay: Duration::from_micros(150_000),
+        }
+    }
+
+    /// Sets the limit (0 = unlimited).
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Sets the tickets granted per admission.
+    pub fn tickets(mut self, tickets: u32) -> Self {
+        self.tickets = tickets;
+        self
+    }
+
+    /// Sets the sleep delay.
+    pub fn sleep_delay(mut self, d: Duration) -> Self {
+        self.sleep_delay = d;
+        self
+    }
+
+    /// Sets the adaptive maximum sleep delay (0 = not adaptive).
+    pub fn adaptive_max_sleep_delay(mut self, d: Duration) -> Self {
+        self.adaptive_max_sleep_delay = d;
+        self
+    }
+
+    /// Checks every field against its accepted range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check("limit", self.limit as u64, 0, MAX_LIMIT as u64)?;
+        check("tickets", self.tickets as u64, 1, u32::MAX as u64)?;
+        check(
+            "sleep_delay_us",
+            self.sleep_delay.as_micros().min(u64::MAX as u128) as u64,
+            0,
+            MAX_SLEEP_DELAY.as_micros() as u64,
+        )?;
+        check(
+            "adaptive_max_sleep_delay_us",
+            self.adaptive_max_sleep_delay
+                .as_micros()
+                .min(u64::MAX as u128) as u64,
+            0,
+            MAX_ADAPTIVE_SLEEP_DELAY.as_micros() as u64,
+        )
+    }
+}
+
+/// Validates a runtime limit change ([`crate::Gate::set_limit`]).
+pub(crate) fn check_limit(limit: u32) -> Result<(), ConfigError> {
+    check("limit", limit as u64, 0, MAX_LIMIT as u64)
+}
+
+fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            field,
+            value,
+            min,
+            max,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_names_round_trip_and_unknown_names_list_the_choices() {
+        for p in Policy::ALL {
+            assert_eq!(p.name().parse::<Policy>().unwrap(), p);
+        }
+        let err = "fifo".parse::<Policy>().unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("\"fifo\"") && msg.contains("classic, polling"), "{msg}");
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_field_and_the_range() {
+        let err = GateConfig::new(Policy::Classic)
+            .limit(5000)
+            .validate()
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::OutOfRange {
+                field: "limit",
+                value: 5000,
+                min: 0,
+                max: 1000
+            }
+        );
+        assert!(err.to_string().contains("0..=1000"));
+        let err = GateConfig::new(Policy::Polling)
+            .tickets(0)
+            .validate()
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::OutOfRange { field: "tickets", .. }));
+        let err = GateConfig::new(Policy::Polling)
+            .sleep_delay(Duration::from_secs(5))
+            .validate()
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::OutOfRange {
+                field: "sleep_delay_us",
+                value: 5_000_000,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn defaults_are_innodbs_and_valid() {
+        let c = GateConfig::new(Policy::Classic);
+        assert_eq!(c.tickets, 500);
+        assert_eq!(c.sleep_delay, Duration::from_micros(10_000));
+        assert_eq!(c.adaptive_max_sleep_delay, Duration::from_micros(150_000));
+        c.validate().unwrap();
+    }
+}

@@ -1,0 +1,78 @@
+//! Error types: a typed, named reason for everything that can go wrong.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A configuration value the gate cannot accept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A numeric setting outside its accepted range (inclusive bounds).
+    OutOfRange {
+        /// The setting's name, as in [`crate::GateConfig`].
+        field: &'static str,
+        /// The value that was given.
+        value: u64,
+        /// Smallest accepted value.
+        min: u64,
+        /// Largest accepted value.
+        max: u64,
+    },
+    /// A policy name that is not one of [`crate::Policy::ALL`].
+    UnknownPolicy(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::OutOfRange {
+                field,
+                value,
+                min,
+                max,
+            } => write!(
+                f,
+                "{field} = {value} is out of range: accepted values are {min}..={max}"
+            ),
+            ConfigError::UnknownPolicy(name) => {
+                let names: Vec<&str> = crate::Policy::ALL.iter().map(|p| p.name()).collect();
+                write!(
+                    f,
+                    "unknown gate policy {name:?}: expected one of {}",
+                    names.join(", ")
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Why a thread did not get into the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateError {
+    /// [`crate::Canceler::cancel`] was called while the session waited (or before it began to).
+    Cancelled {
+        /// How long the session had waited.
+        waited: Duration,
+    },
+    /// The session's wait timeout ([`crate::Session::set_wait_timeout`]) expired first.
+    TimedOut {
+        /// How long the session had waited.
+        waited: Duration,
+    },
+}
+
+impl fmt::Display for GateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GateError::Cancelled { waited } => {
+                write!(f, "admission cancelled after waiting {waited:?}")
+            }
+            GateError::TimedOut { waited } => {
+                write!(f, "admission timed out after waiting {waited:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for GateError {}

@@ -1,0 +1,256 @@
+//! A log-linear latency histogram that one thread records into and any thread can read.
+//!
+//! Values (nanoseconds) below 16 get a bucket each; above, every power of two is split into 8
+//! linear sub-buckets, so any reported value is within 12.5 % of the true one (the same
+//! trade-off HdrHistogram makes with one significant figure; we need lock-free recording by the
+//! owning thread, which `hdrhistogram::Histogram::record(&mut self)` cannot give). 496 buckets
+//! cover the whole `u64` range.
+//!
+//! Recording is a relaxed load and store per field, not a read-modify-write: the histogram has
+//! one writer (the session that owns it), so nothing is lost and no cache line bounces between
+//! writers. Readers may see a record half-applied (count bumped, sum not yet); snapshots are for
+//! monitoring, not accounting.
+
+use std::fmt;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Sub-bucket bits per power of two: 2^3 = 8 sub-buckets, ≤ 12.5 % relative error.
+const SUB_BITS: u32 = 3;
+const SUB: u64 = 1 << SUB_BITS;
+/// Values below this get one exact bucket each.
+const LINEAR: u64 = 2 * SUB;
+/// Number of buckets: 16 exact, then 8 per power of two from 2^4 to 2^63.
+pub const BUCKETS: usize = (LINEAR + (64 - (SUB_BITS + 1) as u64) * SUB) as usize;
+
+#[inline]
+fn bucket_of(v: u64) -> usize {
+    if v < LINEAR {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros();
+    let sub = (v >> (e - SUB_BITS)) & (SUB - 1);
+    (LINEAR + (e - (SUB_BITS + 1)) as u64 * SUB + sub) as usize
+}
+
+/// Smallest and largest value that fall in bucket `i`.
+fn bucket_range(i: usize) -> (u64, u64) {
+    let i = i as u64;
+    if i < LINEAR {
+        return (i, i);
+    }
+    let e = (i - LINEAR) / SUB + (SUB_BITS + 1) as u64;
+    let sub = (i - LINEAR) % SUB;
+    let width = 1u64 << (e - SUB_BITS as u64);
+    let low = (SUB + sub) << (e - SUB_BITS as u64);
+    (low, low + (width - 1))
+}
+
+/// A single-writer, many-reader histogram. See the module documentation.
+pub struct Histogram {
+    buckets: Box<[AtomicU64]>,
+    count: AtomicU64,
+    sum: AtomicU64,
+    max: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram::new()
+    }
+}
+
+impl fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.snapshot().fmt(f)
+    }
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub fn new() -> Self {
+        Histogram {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+            max: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one value. Only one thread may record into a histogram at a time (the owner);
+    /// concurrent recorders would lose counts, never corrupt memory.
+    #[inline]
+    pub fn record(&self, v: u64) {
+        bump(&self.buckets[bucket_of(v)], 1);
+        bump(&self.count, 1);
+        bump(&self.sum, v);
+        if v > self.max.load(Ordering::Relaxed) {
+            self.max.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// A copy of the current counts.
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        HistogramSnapshot {
+            buckets: self
+                .buckets
+                .iter()
+                .map(|b| b.load(Ordering::Relaxed))
+                .collect(),
+            count: self.count.load(Ordering::Relaxed),
+            sum: self.sum.load(Ordering::Relaxed),
+            max: self.max.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[inline]
+fn bump(a: &AtomicU64, by: u64) {
+    a.store(a.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
+}
+
+/// A plain copy of a histogram: merge several, ask for quantiles.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HistogramSnapshot {
+    buckets: Vec<u64>,
+    count: u64,
+    sum: u64,
+    max: u64,
+}
+
+impl Default for HistogramSnapshot {
+    fn default() -> Self {
+        HistogramSnapshot {
+            buckets: vec![0; BUCKETS],
+            count: 0,
+            sum: 0,
+            max: 0,
+        }
+    }
+}
+
+impl fmt::Debug for HistogramSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HistogramSnapshot")
+            .field("count", &self.count)
+            .field("p50", &self.quantile(0.5))
+            .field("p99", &self.quantile(0.99))
+            .field("max", &self.max)
+            .finish()
+    }
+}
+
+impl HistogramSnapshot {
+    /// Adds `other`'s counts into this one.
+    pub fn merge(&mut self, other: &HistogramSnapshot) {
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.sum = self.sum.wrapping_add(other.sum);
+        self.max = self.max.max(other.max);
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Largest value recorded.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Mean of the values recorded (0 when empty).
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
+
+    /// The value at quantile `q` (0.0..=1.0): the midpoint of the bucket holding it, never above
+    /// the maximum recorded (which `q = 1.0` returns exactly); 0 when empty. Exact below 16,
+    /// within 12.5 % above.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
+        if rank >= self.count {
+            return self.max;
+        }
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                let (lo, hi) = bucket_range(i);
+                return (lo + (hi - lo) / 2).min(self.max);
+            }
+        }
+        self.max
+    }
+
+    /// The fraction of values that are exactly zero (bucket 0): admissions that did not wait.
+    pub fn zero_fraction(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.buckets[0] as f64 / self.count as f64
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_tile_the_u64_range_without_gaps() {
+        assert_eq!(bucket_of(0), 0);
+        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+        let mut next = 0u64;
+        for i in 0..BUCKETS {
+            let (lo, hi) = bucket_range(i);
+            assert_eq!(lo, next, "bucket {i} starts where {} ended", i.max(1) - 1);
+            assert_eq!(bucket_of(lo), i);
+            assert_eq!(bucket_of(hi), i);
+            next = hi.wrapping_add(1);
+        }
+        assert_eq!(next, 0, "the last bucket ends at u64::MAX");
+    }
+
+    #[test]
+    fn quantiles_are_within_an_eighth_of_the_true_value() {
+        let h = Histogram::new();
+        for v in 1..=10_000u64 {
+            h.record(v * 1000);
+        }
+        let s = h.snapshot();
+        for (q, truth) in [(0.5, 5_000_000f64), (0.99, 9_900_000.0), (0.999, 9_990_000.0)] {
+            let got = s.quantile(q) as f64;
+            assert!((got - truth).abs() / truth <= 0.125, "q{q}: {got} vs {truth}");
+        }
+        assert_eq!(s.max(), 10_000_000);
+        assert_eq!(s.count(), 10_000);
+        assert!((s.mean() - 5_000_500.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn zeros_are_counted_and_merges_add_up() {
+        let a = Histogram::new();
+        let b = Histogram::new();
+        for _ in 0..3 {
+            a.record(0);
+        }
+        b.record(42);
+        let mut s = a.snapshot();
+        s.merge(&b.snapshot());
+        assert_eq!(s.count(), 4);
+        assert_eq!(s.quantile(0.5), 0);
+        assert_eq!(s.quantile(1.0), 42);
+        assert!((s.zero_fraction() - 0.75).abs() < 1e-9);
+        assert_eq!(HistogramSnapshot::default().quantile(0.99), 0);
+    }
+}

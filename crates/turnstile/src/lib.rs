@@ -1,0 +1,72 @@
+//! # turnstile
+//!
+//! Admission control for database engines: a gate that limits how many threads run inside an
+//! engine at once, with InnoDB's concurrency tickets, under each of InnoDB's historical
+//! policies, and a live picture of who is inside, who waits, and why.
+//!
+//! * [`Gate`] — the gate; built from a validated [`GateConfig`] naming a [`Policy`].
+//! * [`Session`] — one per connection: its tickets and its slot. [`Session::begin`] starts a
+//!   [`Statement`]; each [`Statement::enter`] is one call into the engine (one row fetched) and
+//!   returns a [`Call`] guard whose drop exits. With tickets left, an enter costs one ticket
+//!   and touches nothing shared, and the session keeps its slot between calls; the statement's
+//!   end force-exits. [`Call::step_out`] frees the slot around blocking work.
+//! * [`Gate::snapshot`] — states, counters and wait histograms, printable as InnoDB-style text.
+//! * [`policy`] — each policy's decisions, written once and shared with the simulator.
+//!
+//! ## Example: a scan, and a row-lock wait
+//!
+//! ```
+//! use std::time::Duration;
+//! use turnstile::{Gate, GateConfig, Policy, StepOutReason};
+//!
+//! let gate = Gate::new(GateConfig::new(Policy::Classic).limit(4).tickets(500))?;
+//! let mut session = gate.named_session("scan");
+//!
+//! // A full scan: one enter/exit per row. The first enter is an admission granting 500
+//! // tickets; the next 500 enters spend one each and keep the slot between rows.
+//! let mut stmt = session.begin();
+//! let mut rows = 0;
+//! for _row in 0..1_000 {
+//!     let call = stmt.enter()?;
+//!     rows += 1; // ... read the row ...
+//!     drop(call); // exit: the slot is kept while tickets remain
+//! }
+//! assert!(stmt.is_inside());
+//! drop(stmt); // statement end: force exit, tickets to 0, slot freed
+//! assert_eq!(gate.snapshot().inside, 0);
+//!
+//! // An update that must wait for a row lock steps out of the gate for the wait, so its slot
+//! // is not wasted while it blocks, and re-enters by the policy's rule afterwards.
+//! let mut stmt = session.begin();
+//! let mut call = stmt.enter()?;
+//! let granted = call.step_out(StepOutReason::RowLockWait, || {
+//!     std::thread::sleep(Duration::from_millis(1)); // ... wait for the lock ...
+//!     true
+//! })?;
+//! assert!(granted);
+//! drop(call);
+//! drop(stmt);
+//!
+//! println!("{}", gate.snapshot()); // "0 queries inside, 0 queries in queue, ..."
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod config;
+mod error;
+mod gate;
+pub mod histogram;
+mod monitor;
+pub mod policy;
+mod session;
+mod sync;
+
+pub use config::{
+    GateConfig, Policy, MAX_ADAPTIVE_SLEEP_DELAY, MAX_LIMIT, MAX_SLEEP_DELAY,
+};
+pub use error::{ConfigError, GateError};
+pub use gate::Gate;
+pub use histogram::{Histogram, HistogramSnapshot};
+pub use monitor::{Counters, GateSnapshot, SessionSnapshot, SessionState, StepOutReason};
+pub use session::{Call, Canceler, Session, Statement};
