@@ -11,9 +11,10 @@ use crate::policy::polling::PollingCore;
 use crate::policy::queue::{QueueCore, Release};
 use crate::policy::timer::TimerCore;
 use crate::session::Session;
-use crate::sync::{
-    lock, Arc, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Condvar, Mutex, Ordering,
-};
+use crate::sync::{lock, Arc, AtomicBool, Condvar, Mutex};
+// Monitoring fields (states, tickets, counters) are published with plain std atomics even under
+// loom: they are written by one thread and read by monitors, and carry no synchronisation.
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// A thread-concurrency gate: at most `limit` threads inside an engine at once, with InnoDB's
 /// concurrency tickets, under one of the [`Policy`] rules.

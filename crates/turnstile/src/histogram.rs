@@ -13,7 +13,9 @@
 
 use std::fmt;
 
-use crate::sync::{AtomicU64, Ordering};
+// Monitoring data is not part of any synchronisation protocol: plain std atomics even under
+// loom, which keeps the model checker's state space to the gate's real protocol.
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Sub-bucket bits per power of two: 2^3 = 8 sub-buckets, ≤ 12.5 % relative error.
 const SUB_BITS: u32 = 3;

@@ -18,7 +18,8 @@ use crate::error::GateError;
 use crate::gate::{deliver, mark_woken, Engine, GateInner, SessionShared};
 use crate::monitor::{Counter, SessionState, StepOutReason};
 use crate::policy::{Admission, AdmittedBy, Attempt, Hold, Step, WaitId};
-use crate::sync::{lock, yield_now, Arc, Ordering};
+use crate::sync::{lock, yield_now, Arc};
+use std::sync::atomic::Ordering;
 
 /// One connection's handle on a [`crate::Gate`]: its tickets, its slot, its settings.
 ///
