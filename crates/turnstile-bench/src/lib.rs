@@ -1,1 +1,11 @@
-//! placeholder
+//! Benchmarks for turnstile, as a library so the `turnstile` CLI (and tests, at tiny sizes) can
+//! run them. Benchmarks measure; they never assert a timing.
+//!
+//! * [`gate`] — `turnstile bench gate`: fast-path costs and a synthetic closed-loop load for
+//!   every gate policy and the [`baseline::MutexCondvarSemaphore`] baseline.
+
+pub mod baseline;
+pub mod gate;
+pub mod rusage;
+pub mod stats;
+pub mod work;

@@ -1,1 +1,176 @@
-fn main() {}
+//! `turnstile`: benchmarks and reproductions for the turnstile gate.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use turnstile_bench::gate::{self as gate_bench, GateBenchConfig, GateBenchReport, Variant};
+
+mod table;
+
+#[derive(Parser)]
+#[command(
+    name = "turnstile",
+    version,
+    about = "Admission control and locking for database engines: benchmarks and reproductions"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a benchmark.
+    #[command(subcommand)]
+    Bench(Bench),
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// The gate: ticket re-entry and uncontended admission costs, and a synthetic load over
+    /// 1…1024 threads, for every policy and the mutex-condvar baseline.
+    Gate(GateArgs),
+}
+
+#[derive(Args)]
+struct GateArgs {
+    /// Under 30 s: threads 1,4,16,64, short points, 5 repetitions.
+    #[arg(long)]
+    quick: bool,
+    /// Print the report as JSON on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Policies to run (comma-separated): classic, polling, timer, flifo, unlimited,
+    /// mutex-condvar. Default: all.
+    #[arg(long, value_delimiter = ',')]
+    policies: Option<Vec<String>>,
+    /// Thread counts for the load (comma-separated). Default 1,2,4,…,1024 (quick: 1,4,16,64).
+    #[arg(long, value_delimiter = ',')]
+    threads: Option<Vec<usize>>,
+    /// Threads allowed inside at once (innodb_thread_concurrency), 0..=1000.
+    #[arg(long)]
+    limit: Option<u32>,
+    /// Tickets per admission (innodb_concurrency_tickets), ≥ 1.
+    #[arg(long)]
+    tickets: Option<u32>,
+    /// Calls into the engine per statement.
+    #[arg(long)]
+    calls: Option<u32>,
+    /// CPU work per call, microseconds.
+    #[arg(long)]
+    work_us: Option<f64>,
+    /// The gate's sleep delay (innodb_thread_sleep_delay), microseconds, 0..=1000000.
+    #[arg(long)]
+    sleep_delay_us: Option<u64>,
+    /// Measured time per load point, milliseconds.
+    #[arg(long)]
+    duration_ms: Option<u64>,
+    /// Repetitions of each fast-path measurement (the median is reported).
+    #[arg(long)]
+    reps: Option<usize>,
+}
+
+impl GateArgs {
+    fn config(&self) -> Result<GateBenchConfig, String> {
+        let mut c = if self.quick {
+            GateBenchConfig::quick()
+        } else {
+            GateBenchConfig::full()
+        };
+        if let Some(p) = &self.policies {
+            c.variants = p
+                .iter()
+                .map(|s| Variant::parse(s))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(t) = &self.threads {
+            c.threads = t.clone();
+        }
+        c.limit = self.limit.unwrap_or(c.limit);
+        c.tickets = self.tickets.unwrap_or(c.tickets);
+        c.calls = self.calls.unwrap_or(c.calls);
+        c.work_us = self.work_us.unwrap_or(c.work_us);
+        c.sleep_delay_us = self.sleep_delay_us.unwrap_or(c.sleep_delay_us);
+        if let Some(ms) = self.duration_ms {
+            c.duration = Duration::from_millis(ms);
+        }
+        c.reps = self.reps.unwrap_or(c.reps);
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// Progress on stderr: a bar on a terminal, plain lines otherwise (CI logs).
+struct Progress {
+    bar: Option<ProgressBar>,
+    total: usize,
+    done: usize,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} {msg}")
+                    .expect("static template"),
+            );
+            b
+        });
+        Progress {
+            bar,
+            total,
+            done: 0,
+        }
+    }
+
+    fn step(&mut self, what: &str) {
+        match &self.bar {
+            Some(b) => {
+                if self.done > 0 {
+                    b.inc(1);
+                }
+                b.set_message(what.to_string());
+            }
+            None => eprintln!("[{}/{}] {what}", self.done + 1, self.total),
+        }
+        self.done += 1;
+    }
+
+    fn finish(self) {
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn bench_gate(args: &GateArgs) -> Result<(), String> {
+    let cfg = args.config()?;
+    let mut progress = Progress::new(cfg.variants.len() * (1 + cfg.threads.len()));
+    let report: GateBenchReport = gate_bench::run(&cfg, &mut |s| progress.step(s));
+    progress.finish();
+    let mut out = std::io::stdout().lock();
+    let text = if args.json {
+        serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n"
+    } else {
+        table::gate_report(&report)
+    };
+    out.write_all(text.as_bytes()).map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse(); // clap exits with code 2 on bad arguments
+    let result = match &cli.command {
+        Command::Bench(Bench::Gate(args)) => bench_gate(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -193,7 +193,10 @@ mod tests {
         }
         let err = "fifo".parse::<Policy>().unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("\"fifo\"") && msg.contains("classic, polling"), "{msg}");
+        assert!(
+            msg.contains("\"fifo\"") && msg.contains("classic, polling"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -216,7 +219,13 @@ mod tests {
             .tickets(0)
             .validate()
             .unwrap_err();
-        assert!(matches!(err, ConfigError::OutOfRange { field: "tickets", .. }));
+        assert!(matches!(
+            err,
+            ConfigError::OutOfRange {
+                field: "tickets",
+                ..
+            }
+        ));
         let err = GateConfig::new(Policy::Polling)
             .sleep_delay(Duration::from_secs(5))
             .validate()

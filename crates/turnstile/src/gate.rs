@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::clock::coarse_ns;
 use crate::config::{check_limit, GateConfig, Policy};
 use crate::error::ConfigError;
 use crate::histogram::{Histogram, HistogramSnapshot};
@@ -103,10 +104,10 @@ impl SessionShared {
         self.state.store(s.code(), Ordering::Relaxed);
     }
 
-    /// Publishes a state and when it began.
+    /// Publishes a state and when it began (coarse clock).
     #[inline]
-    pub(crate) fn set_state_at(&self, s: SessionState, now_ns: u64) {
-        self.since_ns.store(now_ns, Ordering::Relaxed);
+    pub(crate) fn set_state_now(&self, s: SessionState) {
+        self.since_ns.store(coarse_ns(), Ordering::Relaxed);
         self.state.store(s.code(), Ordering::Relaxed);
     }
 
@@ -208,7 +209,7 @@ impl Gate {
                 let released = {
                     let mut core = lock(m);
                     let released = core.set_limit(limit);
-                    mark_woken(&self.inner, &released);
+                    mark_woken(&released);
                     released
                 };
                 lock(&self.inner.retired).counters[Counter::HandOffs as usize] +=
@@ -239,7 +240,7 @@ impl Gate {
     /// A picture of the gate now: counts, every session's state, counters and histograms.
     pub fn snapshot(&self) -> GateSnapshot {
         let inner = &*self.inner;
-        let now = inner.now_ns();
+        let now = coarse_ns();
         let mut counters = [0u64; N_COUNTERS];
         let mut wait = HistogramSnapshot::default();
         let mut wake = HistogramSnapshot::default();
@@ -311,15 +312,14 @@ impl Gate {
             counters: Counters::from_array(&counters),
             wait,
             wake_latency: wake,
-            taken_at: Duration::from_nanos(now),
+            taken_at: Duration::from_nanos(inner.precise_ns()),
         }
     }
 }
 
 impl GateInner {
-    /// Nanoseconds since the gate was created, never 0 (0 means "not recorded").
-    #[inline]
-    pub(crate) fn now_ns(&self) -> u64 {
+    /// Precise nanoseconds since the gate was created (slow paths: hand-off stamps).
+    pub(crate) fn precise_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64 + 1
     }
 
@@ -337,13 +337,9 @@ impl GateInner {
 
 /// Marks released waiters `Woken` while the queue lock is still held, so the mark is ordered
 /// before anything the waiter itself publishes after it takes the lock again.
-pub(crate) fn mark_woken(inner: &GateInner, released: &[Release<Arc<SessionShared>>]) {
-    if released.is_empty() {
-        return;
-    }
-    let now = inner.now_ns();
+pub(crate) fn mark_woken(released: &[Release<Arc<SessionShared>>]) {
     for r in released {
-        r.waiter.set_state_at(SessionState::Woken, now);
+        r.waiter.set_state_now(SessionState::Woken);
     }
 }
 
@@ -351,7 +347,7 @@ pub(crate) fn mark_woken(inner: &GateInner, released: &[Release<Arc<SessionShare
 pub(crate) fn deliver(inner: &GateInner, r: Release<Arc<SessionShared>>) {
     let mut w = lock(&r.waiter.wake);
     w.released = Some(r.id);
-    w.handoff_ns = inner.now_ns();
+    w.handoff_ns = inner.precise_ns();
     drop(w);
     r.waiter.cv.notify_one();
 }

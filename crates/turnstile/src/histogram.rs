@@ -108,7 +108,10 @@ impl Histogram {
 
 #[inline]
 fn bump(a: &AtomicU64, by: u64) {
-    a.store(a.load(Ordering::Relaxed).wrapping_add(by), Ordering::Relaxed);
+    a.store(
+        a.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Relaxed,
+    );
 }
 
 /// A plain copy of a histogram: merge several, ask for quantiles.
@@ -230,9 +233,16 @@ mod tests {
             h.record(v * 1000);
         }
         let s = h.snapshot();
-        for (q, truth) in [(0.5, 5_000_000f64), (0.99, 9_900_000.0), (0.999, 9_990_000.0)] {
+        for (q, truth) in [
+            (0.5, 5_000_000f64),
+            (0.99, 9_900_000.0),
+            (0.999, 9_990_000.0),
+        ] {
             let got = s.quantile(q) as f64;
-            assert!((got - truth).abs() / truth <= 0.125, "q{q}: {got} vs {truth}");
+            assert!(
+                (got - truth).abs() / truth <= 0.125,
+                "q{q}: {got} vs {truth}"
+            );
         }
         assert_eq!(s.max(), 10_000_000);
         assert_eq!(s.count(), 10_000);

@@ -53,6 +53,7 @@
 
 #![warn(missing_docs)]
 
+mod clock;
 mod config;
 mod error;
 mod gate;
@@ -62,9 +63,7 @@ pub mod policy;
 mod session;
 mod sync;
 
-pub use config::{
-    GateConfig, Policy, MAX_ADAPTIVE_SLEEP_DELAY, MAX_LIMIT, MAX_SLEEP_DELAY,
-};
+pub use config::{GateConfig, Policy, MAX_ADAPTIVE_SLEEP_DELAY, MAX_LIMIT, MAX_SLEEP_DELAY};
 pub use error::{ConfigError, GateError};
 pub use gate::Gate;
 pub use histogram::{Histogram, HistogramSnapshot};

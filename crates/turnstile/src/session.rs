@@ -179,7 +179,7 @@ impl Session {
                     let mut core = lock(m);
                     let r = core.exit(hold);
                     if let Some(r) = &r {
-                        mark_woken(&self.gate, std::slice::from_ref(r));
+                        mark_woken(std::slice::from_ref(r));
                     }
                     r
                 };
@@ -198,20 +198,18 @@ impl Session {
     fn step_out(&mut self, reason: StepOutReason) {
         self.leave();
         self.sh.bump(Counter::StepOuts);
-        self.sh
-            .set_state_at(SessionState::SteppedOut(reason), self.gate.now_ns());
+        self.sh.set_state_now(SessionState::SteppedOut(reason));
     }
 
     /// Admission for a session without tickets; `after` is set when re-entering after a
     /// step-out (polling re-enters unchecked after a row-lock wait).
     fn admit(&mut self, after: Option<StepOutReason>) -> Result<(), GateError> {
-        let gate = self.gate.clone();
         let mut at = Attempt::new(self.holds_locks);
-        let first = match &gate.engine {
+        let first = match &self.gate.engine {
             Engine::Unlimited => Step::Admitted(Admission {
                 by: AdmittedBy::Unlimited,
                 hold: Hold::Uncounted,
-                tickets: gate.config.tickets,
+                tickets: self.gate.config.tickets,
             }),
             Engine::Polling(c) if after == Some(StepOutReason::RowLockWait) => {
                 Step::Admitted(c.enter_unchecked())
@@ -225,7 +223,10 @@ impl Session {
                 self.admitted(a, 0);
                 Ok(())
             }
-            step => self.admit_slow(&gate, at, step),
+            step => {
+                let gate = self.gate.clone();
+                self.admit_slow(&gate, at, step)
+            }
         }
     }
 
@@ -246,12 +247,12 @@ impl Session {
                 }
                 Step::Yield => {
                     self.sh.bump(Counter::Yields);
-                    self.sh.set_state_at(SessionState::Yielding, gate.now_ns());
+                    self.sh.set_state_now(SessionState::Yielding);
                     yield_now();
                 }
                 Step::Sleep(d) => {
                     self.sh.bump(Counter::Sleeps);
-                    self.sh.set_state_at(SessionState::Sleeping, gate.now_ns());
+                    self.sh.set_state_now(SessionState::Sleeping);
                     if let Err(abort) = self.sleep(d, deadline) {
                         match &gate.engine {
                             Engine::Queue(m) => lock(m).abandon(&mut at),
@@ -264,8 +265,10 @@ impl Session {
                 }
                 Step::Wait(id) => {
                     self.sh.bump(Counter::QueueWaits);
-                    self.sh.set_state_at(SessionState::Queued, gate.now_ns());
-                    let a = self.wait_handoff(gate, id, deadline).map_err(|abort| self.aborted(abort, start))?;
+                    self.sh.set_state_now(SessionState::Queued);
+                    let a = self
+                        .wait_handoff(gate, id, deadline)
+                        .map_err(|abort| self.aborted(abort, start))?;
                     self.admitted(a, start.elapsed().as_nanos() as u64);
                     return Ok(());
                 }
@@ -294,8 +297,7 @@ impl Session {
         self.tickets = a.tickets;
         self.hold = Some(a.hold);
         self.sh.tickets.store(a.tickets, Ordering::Relaxed);
-        self.sh
-            .set_state_at(SessionState::InCall, self.gate.now_ns());
+        self.sh.set_state_now(SessionState::InCall);
         self.sh.bump(Counter::Admissions);
         match a.by {
             AdmittedBy::Lifo => self.sh.bump(Counter::LifoAdmissions),
@@ -388,7 +390,7 @@ impl Session {
             Ok(handoff_ns) => {
                 self.sh
                     .wake_hist
-                    .record(gate.now_ns().saturating_sub(handoff_ns));
+                    .record(gate.precise_ns().saturating_sub(handoff_ns));
                 Ok(lock(m).finish_wait(id))
             }
             // A hand-off may have chosen this wait in the same instant: then it is inside.

@@ -57,7 +57,10 @@ fn each_enter_with_tickets_costs_one_ticket_and_the_slot_is_kept_between_calls()
         // The call that spent the last ticket has exited: the session really left.
         assert!(!stmt.is_inside(), "{policy}: leaves when tickets run out");
         let call = stmt.enter().unwrap();
-        assert!(call.admitted(), "{policy}: tickets exhausted means a new admission");
+        assert!(
+            call.admitted(),
+            "{policy}: tickets exhausted means a new admission"
+        );
         drop(call);
         drop(stmt);
         let snap = g.snapshot();
@@ -231,7 +234,10 @@ fn polling_sleeps_and_polls_until_a_slot_frees() {
         drop(s.begin().enter().unwrap());
     });
     let snap = wait_for(&g, "a few polls", |s| s.counters.sleeps >= 3);
-    assert!(snap.to_string().contains("sleeping before entering"), "{snap}");
+    assert!(
+        snap.to_string().contains("sleeping before entering"),
+        "{snap}"
+    );
     assert_eq!(snap.inside, 1);
     holder.leave();
     t.join().unwrap();
@@ -240,7 +246,12 @@ fn polling_sleeps_and_polls_until_a_slot_frees() {
 
 #[test]
 fn cancelling_a_waiter_returns_an_error_and_leaves_nothing_counted() {
-    for policy in [Policy::Classic, Policy::Flifo, Policy::Polling, Policy::Timer] {
+    for policy in [
+        Policy::Classic,
+        Policy::Flifo,
+        Policy::Polling,
+        Policy::Timer,
+    ] {
         let g = gate(policy, 1, 500, Duration::from_millis(50));
         let holder = hold_slot(&g);
         let (tx, rx) = mpsc::channel();
@@ -264,9 +275,16 @@ fn cancelling_a_waiter_returns_an_error_and_leaves_nothing_counted() {
                 continue;
             }
         }
-        assert!(matches!(r, Err(GateError::Cancelled { .. })), "{policy}: {r:?}");
+        assert!(
+            matches!(r, Err(GateError::Cancelled { .. })),
+            "{policy}: {r:?}"
+        );
         let snap = g.snapshot();
-        assert_eq!((snap.inside, snap.queued, snap.sleeping), (1, 0, 0), "{policy}\n{snap}");
+        assert_eq!(
+            (snap.inside, snap.queued, snap.sleeping),
+            (1, 0, 0),
+            "{policy}\n{snap}"
+        );
         assert_eq!(snap.counters.cancellations, 1, "{policy}");
         holder.leave();
         assert_eq!(g.snapshot().inside, 0, "{policy}");
@@ -284,9 +302,16 @@ fn a_wait_timeout_ends_the_wait_with_an_error() {
         let GateError::TimedOut { waited } = err else {
             panic!("{policy}: {err:?}")
         };
-        assert!(waited >= Duration::from_millis(30), "{policy}: waited {waited:?}");
+        assert!(
+            waited >= Duration::from_millis(30),
+            "{policy}: waited {waited:?}"
+        );
         let snap = g.snapshot();
-        assert_eq!((snap.inside, snap.queued, snap.sleeping), (1, 0, 0), "{policy}");
+        assert_eq!(
+            (snap.inside, snap.queued, snap.sleeping),
+            (1, 0, 0),
+            "{policy}"
+        );
         assert_eq!(snap.counters.timeouts, 1);
         holder.leave();
     }
@@ -294,7 +319,12 @@ fn a_wait_timeout_ends_the_wait_with_an_error() {
 
 #[test]
 fn stepping_out_frees_the_slot_for_another_thread() {
-    for policy in [Policy::Classic, Policy::Flifo, Policy::Polling, Policy::Timer] {
+    for policy in [
+        Policy::Classic,
+        Policy::Flifo,
+        Policy::Polling,
+        Policy::Timer,
+    ] {
         let g = gate(policy, 1, 500, Duration::from_millis(1));
         let mut s = g.session();
         let mut stmt = s.begin();
@@ -319,7 +349,10 @@ fn stepping_out_frees_the_slot_for_another_thread() {
             })
             .unwrap();
         assert!(other_got_in, "{policy}: the freed slot was taken at once");
-        assert!(call.tickets() == 500 && g.snapshot().inside == 1, "{policy}");
+        assert!(
+            call.tickets() == 500 && g.snapshot().inside == 1,
+            "{policy}"
+        );
         drop(call);
         drop(stmt);
         assert_eq!(g.snapshot().counters.step_outs, 1);
@@ -368,7 +401,11 @@ fn a_panic_inside_a_call_frees_the_slot() {
         assert_eq!(snap.inside, 0, "{policy}");
         let mut s = g.session();
         assert!(s.begin().enter().unwrap().admitted());
-        assert_eq!(g.snapshot().counters.sleeps, 0, "{policy}: no wait after the panic");
+        assert_eq!(
+            g.snapshot().counters.sleeps,
+            0,
+            "{policy}: no wait after the panic"
+        );
     }
 }
 
@@ -408,7 +445,9 @@ fn raising_the_limit_admits_waiters_at_once_and_lowering_evicts_no_one() {
                 })
             })
             .collect();
-        wait_for(&g, "three waiting", |s| s.count_in(SessionState::is_waiting) == 3);
+        wait_for(&g, "three waiting", |s| {
+            s.count_in(SessionState::is_waiting) == 3
+        });
         g.set_limit(4).unwrap();
         let snap = wait_for(&g, "all four inside", |s| {
             s.count_in(SessionState::is_inside) == 4
@@ -435,9 +474,15 @@ fn status_text_reads_like_innodbs() {
         drop(stmt.enter().unwrap());
     }
     let text = g.snapshot().to_string();
-    assert!(text.contains("1 queries inside, 0 queries in queue"), "{text}");
+    assert!(
+        text.contains("1 queries inside, 0 queries in queue"),
+        "{text}"
+    );
     assert!(text.contains("'scan-1'"), "{text}");
-    assert!(text.contains("declared inside, 383 tickets (between calls)"), "{text}");
+    assert!(
+        text.contains("declared inside, 383 tickets (between calls)"),
+        "{text}"
+    );
     let call = stmt.enter().unwrap();
     assert!(g
         .snapshot()
@@ -449,7 +494,14 @@ fn status_text_reads_like_innodbs() {
 #[test]
 fn bad_configuration_is_a_typed_error() {
     let err = Gate::new(GateConfig::new(Policy::Classic).limit(1001)).unwrap_err();
-    assert!(matches!(err, ConfigError::OutOfRange { field: "limit", max: 1000, .. }));
+    assert!(matches!(
+        err,
+        ConfigError::OutOfRange {
+            field: "limit",
+            max: 1000,
+            ..
+        }
+    ));
     let g = gate(Policy::Classic, 1, 500, Duration::ZERO);
     assert!(g.set_limit(5000).is_err());
     assert_eq!(g.limit(), 1);

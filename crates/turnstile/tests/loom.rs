@@ -38,7 +38,11 @@ fn one_slot(policy: Policy, threads: usize) {
                 thread::spawn(move || {
                     let mut stmt = s.begin();
                     let call = stmt.enter().unwrap();
-                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two threads inside");
+                    assert_eq!(
+                        inside.fetch_add(1, Ordering::SeqCst),
+                        0,
+                        "two threads inside"
+                    );
                     inside.fetch_sub(1, Ordering::SeqCst);
                     drop(call);
                 })
@@ -79,7 +83,10 @@ fn flifo_hand_off_loses_no_wake_up() {
             h.join().unwrap();
         }
         let snap = g.snapshot();
-        assert_eq!((snap.inside, snap.lifo_running, snap.fifo_pending), (0, 0, 0));
+        assert_eq!(
+            (snap.inside, snap.lifo_running, snap.fifo_pending),
+            (0, 0, 0)
+        );
     });
 }
 
@@ -114,4 +121,3 @@ fn a_cancel_racing_a_hand_off_leaves_nothing_counted() {
         assert_eq!((snap.inside, snap.queued), (0, 0));
     });
 }
-

@@ -89,7 +89,7 @@ fn run(r: Run) -> Outcome {
         );
         let cancel_and_timeouts = r.cancel_and_timeouts;
         handles.push(thread::spawn(move || {
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1) * 0x1000_0001);
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((t as u64 + 1) * 0x1000_0001));
             if cancel_and_timeouts && t % 3 == 0 {
                 session.set_wait_timeout(Some(Duration::from_micros(300)));
             }
@@ -250,15 +250,27 @@ fn unlimited_admits_everyone_without_waiting() {
 
 #[test]
 fn cancellations_and_timeouts_under_load_leave_no_slot_behind() {
-    for policy in [Policy::Classic, Policy::Flifo, Policy::Polling, Policy::Timer] {
+    for policy in [
+        Policy::Classic,
+        Policy::Flifo,
+        Policy::Polling,
+        Policy::Timer,
+    ] {
         let mut r = base(policy);
         r.cancel_and_timeouts = true;
         r.limit = 2;
         let o = run(r);
         if let Some(bound) = policy.max_running(2) {
-            assert!(o.max_inside <= bound, "{policy}: max inside {}", o.max_inside);
+            assert!(
+                o.max_inside <= bound,
+                "{policy}: max inside {}",
+                o.max_inside
+            );
         }
-        eprintln!("{policy}: {} statements, {} failed waits", o.statements, o.errors);
+        eprintln!(
+            "{policy}: {} statements, {} failed waits",
+            o.statements, o.errors
+        );
     }
 }
 
@@ -269,7 +281,11 @@ fn limit_changes_under_load_never_exceed_the_largest_limit_set() {
         r.change_limits = Some((1, 5));
         let o = run(r);
         let bound = policy.max_running(5).unwrap();
-        assert!(o.max_inside <= bound, "{policy}: max inside {}", o.max_inside);
+        assert!(
+            o.max_inside <= bound,
+            "{policy}: max inside {}",
+            o.max_inside
+        );
         assert!(o.statements > 0);
     }
 }

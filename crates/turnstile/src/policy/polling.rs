@@ -208,7 +208,10 @@ mod tests {
     fn admits_up_to_the_limit_then_tells_the_thread_to_sleep_and_poll() {
         let c = core(2, 10_000, 0);
         for _ in 0..2 {
-            assert!(matches!(c.enter(&mut Attempt::new(false)), Step::Admitted(_)));
+            assert!(matches!(
+                c.enter(&mut Attempt::new(false)),
+                Step::Admitted(_)
+            ));
         }
         let mut at = Attempt::new(false);
         assert_eq!(sleep_us(c.enter(&mut at)), 10_000);
@@ -247,7 +250,10 @@ mod tests {
     #[test]
     fn adaptive_delay_is_capped_at_the_maximum() {
         let c = core(1, 500, 300);
-        assert!(matches!(c.enter(&mut Attempt::new(true)), Step::Admitted(_)));
+        assert!(matches!(
+            c.enter(&mut Attempt::new(true)),
+            Step::Admitted(_)
+        ));
         // Halved to 250 by that admission; raise it past the cap through sleeps.
         let mut a = Attempt::new(false);
         let mut last = 0;
@@ -261,7 +267,10 @@ mod tests {
     #[test]
     fn unchecked_reentry_ignores_the_limit_and_grants_one_ticket() {
         let c = core(1, 10, 0);
-        assert!(matches!(c.enter(&mut Attempt::new(false)), Step::Admitted(_)));
+        assert!(matches!(
+            c.enter(&mut Attempt::new(false)),
+            Step::Admitted(_)
+        ));
         let a = c.enter_unchecked();
         assert_eq!((a.by, a.tickets, c.inside()), (AdmittedBy::Unchecked, 1, 2));
     }
@@ -269,7 +278,10 @@ mod tests {
     #[test]
     fn abandoning_a_sleep_unregisters_the_waiter() {
         let c = core(1, 10, 0);
-        assert!(matches!(c.enter(&mut Attempt::new(false)), Step::Admitted(_)));
+        assert!(matches!(
+            c.enter(&mut Attempt::new(false)),
+            Step::Admitted(_)
+        ));
         let mut a = Attempt::new(false);
         sleep_us(c.enter(&mut a));
         c.abandon(&mut a);

@@ -130,9 +130,7 @@ impl<W: Clone> QueueCore<W> {
     /// # Panics
     /// If `id` is not a released slot of this core: a driver bug.
     pub fn finish_wait(&mut self, id: WaitId) -> Admission {
-        let pos = self
-            .position(id)
-            .expect("finish_wait: no such queued wait");
+        let pos = self.position(id).expect("finish_wait: no such queued wait");
         let slot = self.queue.remove(pos).expect("position is in range");
         assert!(slot.released, "finish_wait before the slot was released");
         if self.lifo {
@@ -276,7 +274,10 @@ mod tests {
         let mut core = QueueCore::new(2, 500, MS10, false);
         for who in 0..2 {
             let a = admitted(core.enter(&mut Attempt::new(false), &who));
-            assert_eq!((a.by, a.hold, a.tickets), (AdmittedBy::Free, Hold::Slot, 500));
+            assert_eq!(
+                (a.by, a.hold, a.tickets),
+                (AdmittedBy::Free, Hold::Slot, 500)
+            );
         }
         let mut at = Attempt::new(false);
         assert_eq!(core.enter(&mut at, &7), Step::Sleep(MS10));
@@ -367,7 +368,9 @@ mod tests {
         let r = core.exit(Hold::Slot).unwrap();
         assert_eq!(r.id, b);
         // b's timer fired in the same instant its slot was handed over: it is inside.
-        let adm = core.cancel_wait(b).expect("already released means admitted");
+        let adm = core
+            .cancel_wait(b)
+            .expect("already released means admitted");
         assert_eq!(adm.by, AdmittedBy::HandOff);
         assert_eq!((core.inside(), core.queued()), (1, 0));
     }

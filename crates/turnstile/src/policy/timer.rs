@@ -115,7 +115,10 @@ mod tests {
     #[test]
     fn a_thread_finding_the_gate_full_yields_sleeps_twice_then_enters_regardless() {
         let c = TimerCore::new(1, 500);
-        assert!(matches!(c.enter(&mut Attempt::new(false)), Step::Admitted(_)));
+        assert!(matches!(
+            c.enter(&mut Attempt::new(false)),
+            Step::Admitted(_)
+        ));
         let mut at = Attempt::new(false);
         assert_eq!(c.enter(&mut at), Step::Yield);
         assert_eq!(c.enter(&mut at), Step::Sleep(TIMER_SLEEP));
@@ -130,7 +133,10 @@ mod tests {
     #[test]
     fn a_thread_holding_locks_enters_right_after_its_yield() {
         let c = TimerCore::new(1, 500);
-        assert!(matches!(c.enter(&mut Attempt::new(false)), Step::Admitted(_)));
+        assert!(matches!(
+            c.enter(&mut Attempt::new(false)),
+            Step::Admitted(_)
+        ));
         let mut at = Attempt::new(true);
         assert_eq!(c.enter(&mut at), Step::Yield);
         assert!(matches!(
@@ -145,7 +151,10 @@ mod tests {
     #[test]
     fn a_freed_slot_is_taken_at_the_next_check() {
         let c = TimerCore::new(1, 500);
-        assert!(matches!(c.enter(&mut Attempt::new(false)), Step::Admitted(_)));
+        assert!(matches!(
+            c.enter(&mut Attempt::new(false)),
+            Step::Admitted(_)
+        ));
         let mut at = Attempt::new(false);
         assert_eq!(c.enter(&mut at), Step::Yield);
         c.exit(Hold::Slot);

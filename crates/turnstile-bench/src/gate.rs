@@ -1,0 +1,592 @@
+//! `turnstile bench gate`: what the gate costs and how each policy behaves under load.
+//!
+//! 1. **Ticket re-entry**: ns per enter + exit of a session that has tickets (median of
+//!    repetitions).
+//! 2. **Uncontended admission**: ns per admission + release (statement begin, enter, exit,
+//!    statement end) with no other thread around; the baseline does acquire + release.
+//! 3. **Load**: T threads in a closed loop, each running statements of C calls of W µs of CPU
+//!    work through a gate of limit L: throughput, wait p50/p99 (admissions that did not wait
+//!    count as 0), the most threads seen inside, context switches per admission.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use turnstile::{Gate, GateConfig, HistogramSnapshot, Policy};
+
+use crate::baseline::MutexCondvarSemaphore;
+use crate::rusage::Usage;
+use crate::stats::median;
+use crate::work;
+
+/// What a benchmark point runs: a gate policy or the baseline semaphore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// The turnstile gate under this policy.
+    Gate(Policy),
+    /// [`MutexCondvarSemaphore`], reported as `mutex-condvar`.
+    MutexCondvar,
+}
+
+impl Variant {
+    /// Every gate policy, then the baseline.
+    pub fn all() -> Vec<Variant> {
+        Policy::ALL
+            .into_iter()
+            .map(Variant::Gate)
+            .chain([Variant::MutexCondvar])
+            .collect()
+    }
+
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Gate(p) => p.name(),
+            Variant::MutexCondvar => "mutex-condvar",
+        }
+    }
+
+    /// Parses a policy name or `mutex-condvar`.
+    pub fn parse(s: &str) -> Result<Variant, String> {
+        if s.eq_ignore_ascii_case("mutex-condvar") {
+            return Ok(Variant::MutexCondvar);
+        }
+        s.parse::<Policy>()
+            .map(Variant::Gate)
+            .map_err(|e| format!("{e}, or mutex-condvar"))
+    }
+}
+
+/// Settings of one `bench gate` run.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateBenchConfig {
+    /// Variants to run (names).
+    #[serde(serialize_with = "ser_variants")]
+    pub variants: Vec<Variant>,
+    /// Thread counts for the load.
+    pub threads: Vec<usize>,
+    /// The gate's limit for the load.
+    pub limit: u32,
+    /// Tickets per admission for the load.
+    pub tickets: u32,
+    /// Calls per statement.
+    pub calls: u32,
+    /// CPU work per call, µs.
+    pub work_us: f64,
+    /// Sleep delay of the gate, µs.
+    pub sleep_delay_us: u64,
+    /// Measured time per load point.
+    #[serde(serialize_with = "ser_ms", rename = "duration_ms")]
+    pub duration: Duration,
+    /// Repetitions of each fast-path measurement (the median is reported).
+    pub reps: usize,
+    /// Iterations per fast-path repetition.
+    pub iters: u64,
+}
+
+fn ser_variants<S: serde::Serializer>(v: &[Variant], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(|v| v.name()))
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+/// Default thread counts: 1 to 1024 in powers of two, as seeds 001 and 002 swept.
+pub const DEFAULT_THREADS: [usize; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+
+impl GateBenchConfig {
+    /// The full run: every variant, 1…1024 threads, 0.5 s per point, 11 repetitions.
+    /// Limit 8 (InnoDB 5.0/5.1's default and seed 004's setting); tickets 500 (the seeds');
+    /// statements of 10 calls of 10 µs, so a statement is 100 µs of CPU: small enough that the
+    /// gate's own cost and its wake-ups matter, as in seed 001's read-only load.
+    pub fn full() -> Self {
+        GateBenchConfig {
+            variants: Variant::all(),
+            threads: DEFAULT_THREADS.to_vec(),
+            limit: 8,
+            tickets: 500,
+            calls: 10,
+            work_us: 10.0,
+            sleep_delay_us: 10_000,
+            duration: Duration::from_millis(500),
+            reps: 11,
+            iters: 1_000_000,
+        }
+    }
+
+    /// A run under 30 s on two cores: four thread counts, short points, fewer repetitions.
+    pub fn quick() -> Self {
+        GateBenchConfig {
+            threads: vec![1, 4, 16, 64],
+            duration: Duration::from_millis(200),
+            reps: 5,
+            iters: 300_000,
+            ..GateBenchConfig::full()
+        }
+    }
+
+    fn gate(&self, policy: Policy, limit: u32, tickets: u32) -> Gate {
+        Gate::new(
+            GateConfig::new(policy)
+                .limit(limit)
+                .tickets(tickets)
+                .sleep_delay(Duration::from_micros(self.sleep_delay_us)),
+        )
+        .expect("validated by the caller")
+    }
+
+    /// Checks the settings a user can get wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.variants.is_empty() {
+            return Err("no variants to run".into());
+        }
+        if self.threads.is_empty() || self.threads.contains(&0) {
+            return Err("thread counts must be at least 1".into());
+        }
+        if let Some(&t) = self.threads.iter().find(|&&t| t > 16_384) {
+            return Err(format!(
+                "{t} threads is more than this benchmark supports (16384)"
+            ));
+        }
+        if self.calls == 0 {
+            return Err("calls per statement must be at least 1".into());
+        }
+        if !(self.work_us >= 0.0 && self.work_us <= 1_000_000.0) {
+            return Err(format!(
+                "work per call {} µs must be in 0..=1000000",
+                self.work_us
+            ));
+        }
+        if self.reps == 0 || self.iters == 0 || self.duration.is_zero() {
+            return Err("repetitions, iterations and duration must be positive".into());
+        }
+        GateConfig::new(Policy::Classic)
+            .limit(self.limit)
+            .tickets(self.tickets)
+            .sleep_delay(Duration::from_micros(self.sleep_delay_us))
+            .validate()
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Fast-path costs of one variant.
+#[derive(Debug, Clone, Serialize)]
+pub struct FastPath {
+    /// Variant name.
+    pub policy: &'static str,
+    /// Median ns per enter + exit with tickets (`null` for the baseline, which has none).
+    pub ticket_reentry_ns: Option<f64>,
+    /// Median ns per uncontended admission + release.
+    pub admission_ns: f64,
+    /// `admission_ns` over the baseline's, measured in the same run.
+    pub admission_vs_baseline: Option<f64>,
+    /// Every repetition of the admission measurement, ns.
+    pub admission_samples_ns: Vec<f64>,
+}
+
+/// One load point.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadResult {
+    /// Variant name.
+    pub policy: &'static str,
+    /// Client threads.
+    pub threads: usize,
+    /// The limit.
+    pub limit: u32,
+    /// Statements completed per second.
+    pub throughput_per_s: f64,
+    /// Calls completed per second.
+    pub calls_per_s: f64,
+    /// Median admission wait, ns (0 = most admissions did not wait).
+    pub wait_p50_ns: u64,
+    /// 99th percentile admission wait, ns.
+    pub wait_p99_ns: u64,
+    /// Longest admission wait, ns.
+    pub wait_max_ns: u64,
+    /// Most threads seen holding a slot at once (counted by the workload itself).
+    pub max_inside: u32,
+    /// Admissions in the measured interval.
+    pub admissions: u64,
+    /// Context switches (voluntary + involuntary, whole process) per admission.
+    pub ctx_switches_per_admission: f64,
+    /// Context switches per second.
+    pub ctx_switches_per_s: f64,
+    /// User CPU, fraction of the machine (1.0 = every core busy).
+    pub cpu_user: f64,
+    /// System CPU, fraction of the machine.
+    pub cpu_sys: f64,
+    /// Sleeps taken by the gate's sessions.
+    pub sleeps: u64,
+    /// Hand-offs.
+    pub handoffs: u64,
+    /// FLIFO LIFO admissions.
+    pub lifo_admissions: u64,
+    /// `timer` forced entries.
+    pub forced_entries: u64,
+    /// Median wake-up latency after a hand-off, ns (queue policies).
+    pub wake_p50_ns: u64,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateBenchReport {
+    /// Where it ran.
+    pub machine: Machine,
+    /// What ran.
+    pub config: GateBenchConfig,
+    /// Fast-path costs per variant.
+    pub fast_path: Vec<FastPath>,
+    /// Load points.
+    pub results: Vec<LoadResult>,
+}
+
+/// The machine a report was measured on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// Logical CPUs available.
+    pub cpus: usize,
+    /// Operating system and architecture.
+    pub os: String,
+    /// Calibrated work-loop iterations per µs (a rough speed figure).
+    pub spin_iters_per_us: f64,
+}
+
+impl Machine {
+    /// This machine.
+    pub fn here() -> Machine {
+        Machine {
+            cpus: thread::available_parallelism().map_or(1, |n| n.get()),
+            os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+            spin_iters_per_us: work::iterations_per_us(),
+        }
+    }
+}
+
+/// Runs the benchmark; `progress` is told what is about to run (for a progress bar).
+pub fn run(cfg: &GateBenchConfig, progress: &mut dyn FnMut(&str)) -> GateBenchReport {
+    let machine = Machine::here();
+    let mut fast_path: Vec<FastPath> = cfg
+        .variants
+        .iter()
+        .map(|&v| {
+            progress(&format!("fast path: {}", v.name()));
+            measure_fast_path(cfg, v)
+        })
+        .collect();
+    // The ratio needs the baseline from this run; measure it if it was not asked for.
+    let baseline = fast_path
+        .iter()
+        .find(|f| f.policy == Variant::MutexCondvar.name())
+        .map(|f| f.admission_ns)
+        .unwrap_or_else(|| measure_fast_path(cfg, Variant::MutexCondvar).admission_ns);
+    for f in &mut fast_path {
+        f.admission_vs_baseline = Some(f.admission_ns / baseline);
+    }
+    let mut results = Vec::new();
+    for &v in &cfg.variants {
+        for &t in &cfg.threads {
+            progress(&format!("load: {} × {t} threads", v.name()));
+            results.push(measure_load(cfg, v, t));
+        }
+    }
+    GateBenchReport {
+        machine,
+        config: cfg.clone(),
+        fast_path,
+        results,
+    }
+}
+
+/// Times `iters` iterations of `f`, `reps` times; returns ns per iteration of each repetition.
+fn repeat(reps: usize, iters: u64, mut f: impl FnMut(u64)) -> Vec<f64> {
+    f(iters / 10 + 1); // warm caches and branch predictors
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f(iters);
+            t.elapsed().as_nanos() as f64 / iters as f64
+        })
+        .collect()
+}
+
+/// Measures the two fast paths of one variant on the calling thread, alone.
+pub fn measure_fast_path(cfg: &GateBenchConfig, v: Variant) -> FastPath {
+    match v {
+        Variant::Gate(policy) => {
+            // Re-entry: a session admitted once with more tickets than iterations.
+            let gate = cfg.gate(policy, 8, u32::MAX);
+            let mut s = gate.session();
+            let mut stmt = s.begin();
+            drop(stmt.enter().expect("uncontended"));
+            let reentry = repeat(cfg.reps, cfg.iters, |n| {
+                for _ in 0..n {
+                    let call = stmt.enter().expect("tickets left");
+                    drop(std::hint::black_box(call));
+                }
+            });
+            drop(stmt);
+            // Admission: begin, enter (an admission), exit, end (force exit) — nothing else
+            // running, so the first check always finds room.
+            let admission = repeat(cfg.reps, cfg.iters, |n| {
+                for _ in 0..n {
+                    let mut stmt = s.begin();
+                    drop(std::hint::black_box(stmt.enter().expect("uncontended")));
+                    drop(stmt);
+                }
+            });
+            FastPath {
+                policy: v.name(),
+                ticket_reentry_ns: Some(median(&reentry)),
+                admission_ns: median(&admission),
+                admission_vs_baseline: None,
+                admission_samples_ns: admission,
+            }
+        }
+        Variant::MutexCondvar => {
+            let sem = MutexCondvarSemaphore::new(8);
+            let admission = repeat(cfg.reps, cfg.iters, |n| {
+                for _ in 0..n {
+                    std::hint::black_box(sem.acquire());
+                    sem.release();
+                }
+            });
+            FastPath {
+                policy: v.name(),
+                ticket_reentry_ns: None,
+                admission_ns: median(&admission),
+                admission_vs_baseline: None,
+                admission_samples_ns: admission,
+            }
+        }
+    }
+}
+
+/// Threads holding a slot, counted by the workload (independently of the gate).
+#[derive(Default)]
+struct Occupancy {
+    now: AtomicU32,
+    max: AtomicU32,
+}
+
+impl Occupancy {
+    #[inline]
+    fn enter(&self) {
+        let n = self.now.fetch_add(1, Ordering::Relaxed) + 1;
+        if n > self.max.load(Ordering::Relaxed) {
+            self.max.fetch_max(n, Ordering::Relaxed);
+        }
+    }
+    #[inline]
+    fn leave(&self) {
+        self.now.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A per-thread counter on its own cache line, so counting does not make threads contend.
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded(AtomicU64);
+
+struct Shared {
+    stop: AtomicBool,
+    start: Barrier,
+    occ: Occupancy,
+    done: Vec<Padded>,
+}
+
+/// Runs one load point.
+pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadResult {
+    let iters = work::iterations_for(cfg.work_us);
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        start: Barrier::new(threads + 1),
+        occ: Occupancy::default(),
+        done: (0..threads).map(|_| Padded::default()).collect(),
+    });
+    let gate = match v {
+        Variant::Gate(p) => Some(cfg.gate(p, cfg.limit, cfg.tickets)),
+        Variant::MutexCondvar => None,
+    };
+    let sem = Arc::new(MutexCondvarSemaphore::new(cfg.limit.max(1)));
+    let calls = cfg.calls;
+    let mut handles = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let shared = shared.clone();
+        let session = gate.as_ref().map(|g| g.session());
+        let sem = sem.clone();
+        let b = thread::Builder::new()
+            .name(format!("load-{t}"))
+            .stack_size(256 * 1024);
+        let h = b
+            .spawn(move || {
+                let hist = turnstile::Histogram::new();
+                shared.start.wait();
+                match session {
+                    Some(mut s) => gate_worker(&shared, t, &mut s, calls, iters),
+                    None => baseline_worker(&shared, t, &sem, &hist, calls, iters),
+                }
+                hist.snapshot()
+            })
+            .expect("spawn a load thread");
+        handles.push(h);
+    }
+    shared.start.wait();
+    let (t0, u0) = (Instant::now(), Usage::now());
+    thread::sleep(cfg.duration);
+    let done: u64 = shared
+        .done
+        .iter()
+        .map(|d| d.0.load(Ordering::Relaxed))
+        .sum();
+    let (elapsed, usage) = (t0.elapsed(), Usage::now().since(&u0));
+    let snap = gate.as_ref().map(|g| g.snapshot());
+    shared.stop.store(true, Ordering::Relaxed);
+    let mut baseline_wait = HistogramSnapshot::default();
+    for h in handles {
+        baseline_wait.merge(&h.join().expect("load thread panicked"));
+    }
+    let (wait, admissions, counters, wake_p50) = match &snap {
+        Some(s) => (
+            s.wait.clone(),
+            s.counters.admissions,
+            Some(s.counters),
+            s.wake_latency.quantile(0.5),
+        ),
+        None => (baseline_wait.clone(), baseline_wait.count(), None, 0),
+    };
+    let secs = elapsed.as_secs_f64();
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let cs = usage.context_switches();
+    LoadResult {
+        policy: v.name(),
+        threads,
+        limit: cfg.limit,
+        throughput_per_s: done as f64 / secs,
+        calls_per_s: done as f64 * calls as f64 / secs,
+        wait_p50_ns: wait.quantile(0.5),
+        wait_p99_ns: wait.quantile(0.99),
+        wait_max_ns: wait.max(),
+        max_inside: shared.occ.max.load(Ordering::Relaxed),
+        admissions,
+        ctx_switches_per_admission: cs as f64 / admissions.max(1) as f64,
+        ctx_switches_per_s: cs as f64 / secs,
+        cpu_user: usage.user.as_secs_f64() / secs / cpus,
+        cpu_sys: usage.sys.as_secs_f64() / secs / cpus,
+        sleeps: counters.map_or(0, |c| c.sleeps),
+        handoffs: counters.map_or(0, |c| c.handoffs),
+        lifo_admissions: counters.map_or(0, |c| c.lifo_admissions),
+        forced_entries: counters.map_or(0, |c| c.forced_entries),
+        wake_p50_ns: wake_p50,
+    }
+}
+
+fn gate_worker(sh: &Shared, t: usize, s: &mut turnstile::Session, calls: u32, iters: u64) {
+    let mut n = 0u64;
+    while !sh.stop.load(Ordering::Relaxed) {
+        let mut stmt = s.begin();
+        for _ in 0..calls {
+            let call = stmt.enter().expect("no timeout or cancel is set");
+            if call.admitted() {
+                sh.occ.enter();
+            }
+            work::spin(iters);
+            if call.tickets() == 0 {
+                sh.occ.leave(); // this exit really leaves
+            }
+            drop(call);
+        }
+        if stmt.is_inside() {
+            sh.occ.leave();
+        }
+        drop(stmt);
+        n += 1;
+        sh.done[t].0.store(n, Ordering::Relaxed);
+    }
+}
+
+fn baseline_worker(
+    sh: &Shared,
+    t: usize,
+    sem: &MutexCondvarSemaphore,
+    hist: &turnstile::Histogram,
+    calls: u32,
+    iters: u64,
+) {
+    let mut n = 0u64;
+    while !sh.stop.load(Ordering::Relaxed) {
+        // One acquisition per statement, like the gate with tickets ≥ calls.
+        hist.record(sem.acquire());
+        sh.occ.enter();
+        for _ in 0..calls {
+            work::spin(iters);
+        }
+        sh.occ.leave();
+        sem.release();
+        n += 1;
+        sh.done[t].0.store(n, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> GateBenchConfig {
+        GateBenchConfig {
+            threads: vec![1, 3],
+            limit: 2,
+            calls: 3,
+            work_us: 1.0,
+            duration: Duration::from_millis(30),
+            reps: 3,
+            iters: 2_000,
+            ..GateBenchConfig::full()
+        }
+    }
+
+    #[test]
+    fn a_tiny_run_covers_every_variant_and_keeps_the_limit() {
+        let cfg = tiny();
+        cfg.validate().unwrap();
+        let mut steps = 0;
+        let r = run(&cfg, &mut |_| steps += 1);
+        assert_eq!(steps, 6 + 6 * 2);
+        assert_eq!(r.fast_path.len(), 6);
+        assert_eq!(r.results.len(), 12);
+        for f in &r.fast_path {
+            assert!(f.admission_ns > 0.0, "{f:?}");
+            assert_eq!(f.ticket_reentry_ns.is_some(), f.policy != "mutex-condvar");
+        }
+        for p in &r.results {
+            assert!(p.admissions > 0, "{p:?}");
+            assert!(p.throughput_per_s > 0.0, "{p:?}");
+            let bound = match Variant::parse(p.policy).unwrap() {
+                Variant::Gate(policy) => policy.max_running(p.limit),
+                Variant::MutexCondvar => Some(p.limit),
+            };
+            if let Some(b) = bound {
+                assert!(p.max_inside <= b, "{p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_settings_are_rejected_with_a_reason() {
+        let mut c = tiny();
+        c.threads = vec![0];
+        assert!(c.validate().unwrap_err().contains("at least 1"));
+        let mut c = tiny();
+        c.limit = 2000;
+        assert!(c.validate().unwrap_err().contains("limit"));
+        assert!(Variant::parse("fifo")
+            .unwrap_err()
+            .contains("mutex-condvar"));
+        assert_eq!(
+            Variant::parse("flifo").unwrap(),
+            Variant::Gate(Policy::Flifo)
+        );
+    }
+}

@@ -1,0 +1,47 @@
+//! Clocks. State timestamps ("in this state for 2.1 s") are taken on fast paths, so they use
+//! the kernel's coarse monotonic clock: a vDSO read of the last tick, a few ns instead of the
+//! ~18 ns a precise `Instant::now()` plus subtraction cost on the development machine (measured
+//! with `turnstile bench gate`: uncontended admission 42 ns → 24 ns for `polling` without it).
+//! Its resolution is one scheduler tick (1–4 ms), ample for monitoring; InnoDB itself reports
+//! transaction age in whole seconds. Waits and wake-up latencies use `Instant` (slow paths).
+
+/// Coarse monotonic nanoseconds (never 0).
+#[cfg(target_os = "linux")]
+#[inline]
+pub(crate) fn coarse_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec` for the duration of the call, and
+    // CLOCK_MONOTONIC_COARSE exists on every Linux since 2.6.32; the call only writes `ts`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    debug_assert_eq!(rc, 0);
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+        .max(1)
+}
+
+/// Monotonic nanoseconds since first use (never 0), where no coarse clock is available.
+#[cfg(not(target_os = "linux"))]
+#[inline]
+pub(crate) fn coarse_ns() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    EPOCH
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
+        + 1
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    #[test]
+    fn the_coarse_clock_moves_forward() {
+        let a = super::coarse_ns();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let b = super::coarse_ns();
+        assert!(a > 0 && b > a);
+    }
+}
