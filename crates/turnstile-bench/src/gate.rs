@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use turnstile::{Gate, GateConfig, HistogramSnapshot, Policy};
+use turnstile::{Gate, GateConfig, HistogramSnapshot, Policy, SessionState};
 
 use crate::baseline::MutexCondvarSemaphore;
 use crate::rusage::Usage;
@@ -228,6 +228,15 @@ pub struct LoadResult {
     pub forced_entries: u64,
     /// Median wake-up latency after a hand-off, ns (queue policies).
     pub wake_p50_ns: u64,
+    /// Fairness: the fewest statements any thread completed over the most (1.0 = even).
+    pub fairness: f64,
+    /// Threads that completed no statement in the measured interval.
+    pub starved_threads: usize,
+    /// Sessions waiting to enter when the interval ended (gate policies).
+    pub waiting_at_end: usize,
+    /// The longest wait still in progress when the interval ended, ns: the starvation that
+    /// completed-wait percentiles cannot show (coarse clock, ±4 ms).
+    pub longest_waiting_ns: u64,
 }
 
 /// The whole report.
@@ -395,9 +404,33 @@ struct Shared {
     start: Barrier,
     occ: Occupancy,
     done: Vec<Padded>,
+    /// Per-thread admission waits for the baseline (the gate keeps its own).
+    waits: Vec<turnstile::Histogram>,
+}
+
+impl Shared {
+    fn done(&self) -> Vec<u64> {
+        self.done
+            .iter()
+            .map(|d| d.0.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    fn baseline_waits(&self) -> HistogramSnapshot {
+        let mut h = HistogramSnapshot::default();
+        for w in &self.waits {
+            h.merge(&w.snapshot());
+        }
+        h
+    }
 }
 
 /// Runs one load point.
+///
+/// Every figure is a difference between two readings taken by the measuring thread at the
+/// start and end of the interval. The start reading is taken whenever that thread gets the CPU
+/// after the start barrier, which with hundreds of runnable threads on two cores can be
+/// hundreds of milliseconds late; work done before it is not counted.
 pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadResult {
     let iters = work::iterations_for(cfg.work_us);
     let shared = Arc::new(Shared {
@@ -405,6 +438,7 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
         start: Barrier::new(threads + 1),
         occ: Occupancy::default(),
         done: (0..threads).map(|_| Padded::default()).collect(),
+        waits: (0..threads).map(|_| turnstile::Histogram::new()).collect(),
     });
     let gate = match v {
         Variant::Gate(p) => Some(cfg.gate(p, cfg.limit, cfg.tickets)),
@@ -422,41 +456,49 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
             .stack_size(256 * 1024);
         let h = b
             .spawn(move || {
-                let hist = turnstile::Histogram::new();
                 shared.start.wait();
                 match session {
                     Some(mut s) => gate_worker(&shared, t, &mut s, calls, iters),
-                    None => baseline_worker(&shared, t, &sem, &hist, calls, iters),
+                    None => baseline_worker(&shared, t, &sem, calls, iters),
                 }
-                hist.snapshot()
             })
             .expect("spawn a load thread");
         handles.push(h);
     }
     shared.start.wait();
     let (t0, u0) = (Instant::now(), Usage::now());
+    let (done0, snap0, waits0) = (
+        shared.done(),
+        gate.as_ref().map(|g| g.snapshot()),
+        shared.baseline_waits(),
+    );
     thread::sleep(cfg.duration);
-    let done: u64 = shared
-        .done
-        .iter()
-        .map(|d| d.0.load(Ordering::Relaxed))
-        .sum();
+    let done1 = shared.done();
     let (elapsed, usage) = (t0.elapsed(), Usage::now().since(&u0));
     let snap = gate.as_ref().map(|g| g.snapshot());
+    let waits1 = shared.baseline_waits();
     shared.stop.store(true, Ordering::Relaxed);
-    let mut baseline_wait = HistogramSnapshot::default();
     for h in handles {
-        baseline_wait.merge(&h.join().expect("load thread panicked"));
+        h.join().expect("load thread panicked");
     }
-    let (wait, admissions, counters, wake_p50) = match &snap {
-        Some(s) => (
-            s.wait.clone(),
-            s.counters.admissions,
-            Some(s.counters),
-            s.wake_latency.quantile(0.5),
+    let per_thread: Vec<u64> = done1.iter().zip(&done0).map(|(b, a)| b - a).collect();
+    let done: u64 = per_thread.iter().sum();
+    let fewest = per_thread.iter().copied().min().unwrap_or(0);
+    let most = per_thread.iter().copied().max().unwrap_or(0);
+    let (wait, admissions, counters, wake_p50) = match (&snap, &snap0) {
+        (Some(s), Some(s0)) => (
+            s.wait.since(&s0.wait),
+            s.counters.admissions - s0.counters.admissions,
+            Some((s.counters, s0.counters)),
+            s.wake_latency.since(&s0.wake_latency).quantile(0.5),
         ),
-        None => (baseline_wait.clone(), baseline_wait.count(), None, 0),
+        _ => {
+            let w = waits1.since(&waits0);
+            let n = w.count();
+            (w, n, None, 0)
+        }
     };
+    let delta = |f: fn(&turnstile::Counters) -> u64| counters.map_or(0, |(c, c0)| f(&c) - f(&c0));
     let secs = elapsed.as_secs_f64();
     let cpus = thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let cs = usage.context_switches();
@@ -475,11 +517,28 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
         ctx_switches_per_s: cs as f64 / secs,
         cpu_user: usage.user.as_secs_f64() / secs / cpus,
         cpu_sys: usage.sys.as_secs_f64() / secs / cpus,
-        sleeps: counters.map_or(0, |c| c.sleeps),
-        handoffs: counters.map_or(0, |c| c.handoffs),
-        lifo_admissions: counters.map_or(0, |c| c.lifo_admissions),
-        forced_entries: counters.map_or(0, |c| c.forced_entries),
+        sleeps: delta(|c| c.sleeps),
+        handoffs: delta(|c| c.handoffs),
+        lifo_admissions: delta(|c| c.lifo_admissions),
+        forced_entries: delta(|c| c.forced_entries),
         wake_p50_ns: wake_p50,
+        fairness: if most == 0 {
+            0.0
+        } else {
+            fewest as f64 / most as f64
+        },
+        starved_threads: per_thread.iter().filter(|&&n| n == 0).count(),
+        waiting_at_end: snap
+            .as_ref()
+            .map_or(0, |s| s.count_in(SessionState::is_waiting)),
+        longest_waiting_ns: snap.as_ref().map_or(0, |s| {
+            s.sessions
+                .iter()
+                .filter(|x| x.state.is_waiting())
+                .filter_map(|x| x.in_state)
+                .max()
+                .map_or(0, |d| d.as_nanos() as u64)
+        }),
     }
 }
 
@@ -507,18 +566,11 @@ fn gate_worker(sh: &Shared, t: usize, s: &mut turnstile::Session, calls: u32, it
     }
 }
 
-fn baseline_worker(
-    sh: &Shared,
-    t: usize,
-    sem: &MutexCondvarSemaphore,
-    hist: &turnstile::Histogram,
-    calls: u32,
-    iters: u64,
-) {
+fn baseline_worker(sh: &Shared, t: usize, sem: &MutexCondvarSemaphore, calls: u32, iters: u64) {
     let mut n = 0u64;
     while !sh.stop.load(Ordering::Relaxed) {
         // One acquisition per statement, like the gate with tickets ≥ calls.
-        hist.record(sem.acquire());
+        sh.waits[t].record(sem.acquire());
         sh.occ.enter();
         for _ in 0..calls {
             work::spin(iters);

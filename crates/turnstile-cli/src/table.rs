@@ -60,20 +60,25 @@ pub fn gate_report(r: &GateBenchReport) -> String {
             ratio
         );
     }
-    let _ = writeln!(
-        s,
-        "\nLoad (closed loop; wait = admission wait, 0 when none):"
+    s.push_str(
+        "\nLoad (closed loop). wait: completed admission waits (0 when none); waiting: longest\n\
+         wait still in progress at the end; inside: most threads holding a slot; fair: fewest /\n\
+         most statements per thread; starved: threads that completed none; cs/adm: context\n\
+         switches per admission:\n",
     );
     let _ = writeln!(
         s,
-        "{:<14} {:>7} {:>11} {:>9} {:>9} {:>9} {:>7} {:>8} {:>9} {:>6} {:>6}",
+        "{:<14} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>7} {:>8} {:>9} {:>6} {:>6}",
         "policy",
         "threads",
         "stmts/s",
         "wait p50",
         "wait p99",
         "wait max",
+        "waiting",
         "inside",
+        "fair",
+        "starved",
         "cs/adm",
         "wake p50",
         "usr%",
@@ -87,14 +92,21 @@ pub fn gate_report(r: &GateBenchReport) -> String {
         last = p.policy;
         let _ = writeln!(
             s,
-            "{:<14} {:>7} {:>11.0} {:>9} {:>9} {:>9} {:>7} {:>8.2} {:>9} {:>6.1} {:>6.1}",
+            "{:<14} {:>7} {:>11.0} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6.2} {:>7} {:>8.2} {:>9} {:>6.1} {:>6.1}",
             p.policy,
             p.threads,
             p.throughput_per_s,
             ns(p.wait_p50_ns),
             ns(p.wait_p99_ns),
             ns(p.wait_max_ns),
+            if p.waiting_at_end == 0 {
+                "-".to_string()
+            } else {
+                ns(p.longest_waiting_ns)
+            },
             p.max_inside,
+            p.fairness,
+            p.starved_threads,
             p.ctx_switches_per_admission,
             if p.wake_p50_ns == 0 {
                 "-".to_string()

@@ -156,6 +156,22 @@ impl HistogramSnapshot {
         self.max = self.max.max(other.max);
     }
 
+    /// The values recorded after `earlier` was taken from the same histogram. The maximum
+    /// cannot be split by time: it stays the maximum of the whole history (an upper bound).
+    pub fn since(&self, earlier: &HistogramSnapshot) -> HistogramSnapshot {
+        HistogramSnapshot {
+            buckets: self
+                .buckets
+                .iter()
+                .zip(&earlier.buckets)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect(),
+            count: self.count.saturating_sub(earlier.count),
+            sum: self.sum.wrapping_sub(earlier.sum),
+            max: self.max,
+        }
+    }
+
     /// Values recorded.
     pub fn count(&self) -> u64 {
         self.count
@@ -264,5 +280,19 @@ mod tests {
         assert_eq!(s.quantile(1.0), 42);
         assert!((s.zero_fraction() - 0.75).abs() < 1e-9);
         assert_eq!(HistogramSnapshot::default().quantile(0.99), 0);
+    }
+
+    #[test]
+    fn since_keeps_only_the_later_values() {
+        let h = Histogram::new();
+        h.record(5);
+        let early = h.snapshot();
+        h.record(1000);
+        h.record(1000);
+        let d = h.snapshot().since(&early);
+        assert_eq!(d.count(), 2);
+        let p50 = d.quantile(0.5) as f64;
+        assert!((p50 - 1000.0).abs() / 1000.0 <= 0.125, "{p50}");
+        assert!((d.mean() - 1000.0).abs() < 1e-9);
     }
 }

@@ -194,8 +194,9 @@ pub struct SessionSnapshot {
     pub state: SessionState,
     /// Tickets left.
     pub tickets: u32,
-    /// How long it has been in this state (for inside states: since admission); `None` when
-    /// not tracked (outside).
+    /// How long it has been in this state: for inside states, since admission; for waiting
+    /// states (sleeping, yielding, queued), since it began waiting to enter; `None` outside.
+    /// Coarse clock: resolution one scheduler tick (1–4 ms).
     pub in_state: Option<Duration>,
 }
 

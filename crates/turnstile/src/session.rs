@@ -239,6 +239,15 @@ impl Session {
     ) -> Result<(), GateError> {
         let start = Instant::now();
         let deadline = self.wait_timeout.map(|t| start + t);
+        // The waiting states share one timestamp: when this admission began to wait.
+        let mut first = true;
+        let mut waiting = |sh: &SessionShared, state: SessionState| {
+            if std::mem::take(&mut first) {
+                sh.set_state_now(state);
+            } else {
+                sh.set_state(state);
+            }
+        };
         loop {
             match step {
                 Step::Admitted(a) => {
@@ -247,12 +256,12 @@ impl Session {
                 }
                 Step::Yield => {
                     self.sh.bump(Counter::Yields);
-                    self.sh.set_state_now(SessionState::Yielding);
+                    waiting(&self.sh, SessionState::Yielding);
                     yield_now();
                 }
                 Step::Sleep(d) => {
                     self.sh.bump(Counter::Sleeps);
-                    self.sh.set_state_now(SessionState::Sleeping);
+                    waiting(&self.sh, SessionState::Sleeping);
                     if let Err(abort) = self.sleep(d, deadline) {
                         match &gate.engine {
                             Engine::Queue(m) => lock(m).abandon(&mut at),
@@ -265,7 +274,7 @@ impl Session {
                 }
                 Step::Wait(id) => {
                     self.sh.bump(Counter::QueueWaits);
-                    self.sh.set_state_now(SessionState::Queued);
+                    waiting(&self.sh, SessionState::Queued);
                     let a = self
                         .wait_handoff(gate, id, deadline)
                         .map_err(|abort| self.aborted(abort, start))?;
