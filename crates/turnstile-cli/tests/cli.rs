@@ -27,14 +27,21 @@ fn bench_gate_json_has_the_documented_shape() {
     let mut args = TINY.to_vec();
     args.extend(["--policies", "classic,flifo,mutex-condvar", "--json"]);
     let out = turnstile(&args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     let fast = v["fast_path"].as_array().unwrap();
     assert_eq!(fast.len(), 3);
     assert_eq!(fast[0]["policy"], "classic");
     assert!(fast[0]["ticket_reentry_ns"].as_f64().unwrap() > 0.0);
     assert!(fast[0]["admission_ns"].as_f64().unwrap() > 0.0);
-    assert!(fast[2]["ticket_reentry_ns"].is_null(), "the baseline has no tickets");
+    assert!(
+        fast[2]["ticket_reentry_ns"].is_null(),
+        "the baseline has no tickets"
+    );
     let results = v["results"].as_array().unwrap();
     assert_eq!(results.len(), 3 * 2);
     for r in results {
@@ -66,7 +73,11 @@ fn bench_gate_prints_tables_for_people() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Fast paths"), "{text}");
     assert!(text.contains("ticket re-entry"), "{text}");
-    assert!(text.lines().any(|l| l.starts_with("polling") && l.contains(" 3 ")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("polling") && l.contains(" 3 ")),
+        "{text}"
+    );
 }
 
 #[test]
