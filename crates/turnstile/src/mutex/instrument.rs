@@ -1,0 +1,497 @@
+//! Opt-in instrumentation for the turnstile lock: counters, a wait-time histogram, the holder
+//! and where it locked, a process-wide registry of current waiters, and a watchdog that reports
+//! (and optionally aborts on) long waits, as InnoDB's does.
+//!
+//! The plain [`crate::mutex::Mutex`] pays nothing for any of this: the counters are a
+//! [`LockStats`] type parameter of the raw lock (a zero-sized no-op by default), and the rest
+//! lives in [`Instrumented`]. Even here the uncontended path adds only stores to the lock's own
+//! fields while holding it; the waiter registry, the clock and the histogram are touched only by
+//! threads that actually had to wait.
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use lock_api::RawMutex as _;
+
+use super::raw::{LockStats, RawTurnstileMutex};
+use crate::histogram::{Histogram, HistogramSnapshot};
+
+/// Slow-path counters of a turnstile lock (shared atomics, touched only when a thread spins,
+/// parks or is woken).
+#[derive(Debug, Default)]
+pub struct LockCounters {
+    spins: AtomicU64,
+    parks: AtomicU64,
+    wakeups: AtomicU64,
+    wakes_sent: AtomicU64,
+    handoffs: AtomicU64,
+}
+
+impl LockStats for LockCounters {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = LockCounters {
+        spins: AtomicU64::new(0),
+        parks: AtomicU64::new(0),
+        wakeups: AtomicU64::new(0),
+        wakes_sent: AtomicU64::new(0),
+        handoffs: AtomicU64::new(0),
+    };
+    fn spun(&self, n: u32) {
+        self.spins.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    fn park(&self) {
+        self.parks.fetch_add(1, Ordering::Relaxed);
+    }
+    fn woken(&self) {
+        self.wakeups.fetch_add(1, Ordering::Relaxed);
+    }
+    fn wake_sent(&self) {
+        self.wakes_sent.fetch_add(1, Ordering::Relaxed);
+    }
+    fn handoff(&self) {
+        self.handoffs.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A copy of [`LockCounters`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LockCountersSnapshot {
+    /// Spin iterations before acquiring or parking.
+    pub spins: u64,
+    /// Futex sleeps started.
+    pub parks: u64,
+    /// Sleeps ended by a wake-up (not by a changed word or a timeout).
+    pub wakeups: u64,
+    /// Wake-ups sent by unlocks.
+    pub wakes_sent: u64,
+    /// Direct hand-offs to a starving waiter.
+    pub handoffs: u64,
+}
+
+impl LockCounters {
+    /// The counters now.
+    pub fn snapshot(&self) -> LockCountersSnapshot {
+        LockCountersSnapshot {
+            spins: self.spins.load(Ordering::Relaxed),
+            parks: self.parks.load(Ordering::Relaxed),
+            wakeups: self.wakeups.load(Ordering::Relaxed),
+            wakes_sent: self.wakes_sent.load(Ordering::Relaxed),
+            handoffs: self.handoffs.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A small process-unique number for the current thread (std's `ThreadId` is not atomic).
+pub fn thread_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local!(static ME: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
+    ME.with(|m| *m)
+}
+
+/// A thread waiting for an instrumented lock, as the registry shows it.
+#[derive(Debug, Clone)]
+pub struct WaiterInfo {
+    /// The lock's name.
+    pub lock: &'static str,
+    /// The lock's address.
+    pub lock_addr: usize,
+    /// The waiting thread ([`thread_number`]) and its name, if it has one.
+    pub thread: u64,
+    /// The waiting thread's name.
+    pub thread_name: Option<String>,
+    /// Where it asked for the lock.
+    pub location: &'static Location<'static>,
+    /// When it began to wait.
+    pub since: Instant,
+    /// The holder when the wait began, and where it had locked.
+    pub holder: Option<(u64, &'static Location<'static>)>,
+}
+
+impl fmt::Display for WaiterInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "thread {} ({}) waits {:.3} s for '{}' at {}",
+            self.thread,
+            self.thread_name.as_deref().unwrap_or("unnamed"),
+            self.since.elapsed().as_secs_f64(),
+            self.lock,
+            self.location
+        )?;
+        if let Some((t, at)) = self.holder {
+            write!(f, "; held by thread {t}, locked at {at}")?;
+        }
+        Ok(())
+    }
+}
+
+struct Registry {
+    next: u64,
+    waiters: Vec<(u64, WaiterInfo)>,
+}
+
+static REGISTRY: StdMutex<Registry> = StdMutex::new(Registry {
+    next: 0,
+    waiters: Vec::new(),
+});
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Every thread waiting for an [`Instrumented`] lock now, oldest first.
+pub fn current_waiters() -> Vec<WaiterInfo> {
+    let mut v: Vec<WaiterInfo> = registry().waiters.iter().map(|(_, w)| w.clone()).collect();
+    v.sort_by_key(|w| w.since);
+    v
+}
+
+/// A mutex with instrumentation. See the module documentation.
+pub struct Instrumented<T: ?Sized> {
+    raw: RawTurnstileMutex<LockCounters>,
+    name: &'static str,
+    holder: AtomicU64,
+    holder_at: AtomicPtr<Location<'static>>,
+    acquisitions: AtomicU64,
+    waited: AtomicU64,
+    waits: Histogram,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: the lock gives one thread at a time access to `data`, so sharing the mutex is sound
+// whenever `T` may be sent between threads (the same bound as `std::sync::Mutex`).
+unsafe impl<T: ?Sized + Send> Sync for Instrumented<T> {}
+// SAFETY: moving the mutex moves `T`.
+unsafe impl<T: ?Sized + Send> Send for Instrumented<T> {}
+
+/// What an [`Instrumented`] lock has seen.
+#[derive(Debug, Clone)]
+pub struct LockReport {
+    /// The lock's name.
+    pub name: &'static str,
+    /// Acquisitions.
+    pub acquisitions: u64,
+    /// Acquisitions that had to wait (the fast try failed).
+    pub waited: u64,
+    /// The raw lock's slow-path counters.
+    pub counters: LockCountersSnapshot,
+    /// Wait times of the acquisitions that waited, ns.
+    pub wait: HistogramSnapshot,
+    /// The holder now (thread number) and where it locked.
+    pub holder: Option<(u64, &'static Location<'static>)>,
+}
+
+impl<T> Instrumented<T> {
+    /// A named, unlocked mutex holding `value`.
+    pub fn new(name: &'static str, value: T) -> Self {
+        Instrumented {
+            raw: RawTurnstileMutex::new(),
+            name,
+            holder: AtomicU64::new(0),
+            holder_at: AtomicPtr::new(std::ptr::null_mut()),
+            acquisitions: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
+            waits: Histogram::new(),
+            data: UnsafeCell::new(value),
+        }
+    }
+}
+
+impl<T: ?Sized> Instrumented<T> {
+    /// Locks, recording the caller as the holder.
+    #[track_caller]
+    pub fn lock(&self) -> InstrumentedGuard<'_, T> {
+        let at = Location::caller();
+        if !self.raw.try_lock() {
+            self.wait_for(at, None);
+        }
+        self.acquired(at)
+    }
+
+    /// Locks unless `timeout` passes first.
+    #[track_caller]
+    pub fn try_lock_for(&self, timeout: Duration) -> Option<InstrumentedGuard<'_, T>> {
+        let at = Location::caller();
+        if !self.raw.try_lock() && !self.wait_for(at, Some(Instant::now() + timeout)) {
+            return None;
+        }
+        Some(self.acquired(at))
+    }
+
+    #[cold]
+    fn wait_for(&self, at: &'static Location<'static>, deadline: Option<Instant>) -> bool {
+        let since = Instant::now();
+        let holder = self.holder.load(Ordering::Relaxed);
+        // SAFETY: null or a pointer stored from a `&'static Location`.
+        let holder_at = unsafe { self.holder_at.load(Ordering::Relaxed).as_ref() };
+        let key = {
+            let mut r = registry();
+            r.next += 1;
+            let key = r.next;
+            r.waiters.push((
+                key,
+                WaiterInfo {
+                    lock: self.name,
+                    lock_addr: self as *const Self as *const () as usize,
+                    thread: thread_number(),
+                    thread_name: std::thread::current().name().map(str::to_string),
+                    location: at,
+                    since,
+                    holder: if holder == 0 {
+                        None
+                    } else {
+                        holder_at.map(|a| (holder, a))
+                    },
+                },
+            ));
+            key
+        };
+        let got = self.raw.lock_until(deadline);
+        registry().waiters.retain(|(k, _)| *k != key);
+        if got {
+            // Holding the lock: this thread is the histogram's only writer right now.
+            self.waits.record(since.elapsed().as_nanos() as u64);
+            bump(&self.waited);
+        }
+        got
+    }
+
+    #[inline]
+    fn acquired(&self, at: &'static Location<'static>) -> InstrumentedGuard<'_, T> {
+        bump(&self.acquisitions);
+        self.holder.store(thread_number(), Ordering::Relaxed);
+        self.holder_at
+            .store(at as *const Location<'static> as *mut _, Ordering::Relaxed);
+        InstrumentedGuard { m: self }
+    }
+
+    /// Counters, wait histogram and holder.
+    pub fn report(&self) -> LockReport {
+        let holder = self.holder.load(Ordering::Relaxed);
+        // SAFETY: null or a pointer stored from a `&'static Location`.
+        let at = unsafe { self.holder_at.load(Ordering::Relaxed).as_ref() };
+        LockReport {
+            name: self.name,
+            acquisitions: self.acquisitions.load(Ordering::Relaxed),
+            waited: self.waited.load(Ordering::Relaxed),
+            counters: self.raw.stats().snapshot(),
+            wait: self.waits.snapshot(),
+            holder: if holder == 0 {
+                None
+            } else {
+                at.map(|a| (holder, a))
+            },
+        }
+    }
+}
+
+/// Increment of a counter only the lock holder writes.
+#[inline]
+fn bump(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// Access to an [`Instrumented`] lock's data; unlocks on drop (also during a panic).
+pub struct InstrumentedGuard<'a, T: ?Sized> {
+    m: &'a Instrumented<T>,
+}
+
+impl<T: ?Sized> Deref for InstrumentedGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard exists only while this thread holds the lock.
+        unsafe { &*self.m.data.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for InstrumentedGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard exists only while this thread holds the lock, and `&mut self`
+        // makes this the only reference through it.
+        unsafe { &mut *self.m.data.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for InstrumentedGuard<'_, T> {
+    fn drop(&mut self) {
+        self.m.holder.store(0, Ordering::Relaxed);
+        // SAFETY: this guard's existence proves the current thread holds the lock.
+        unsafe { self.m.raw.unlock() };
+    }
+}
+
+/// Settings of a [`Watchdog`].
+#[derive(Debug, Clone, Copy)]
+pub struct WatchdogConfig {
+    /// Report waits longer than this (InnoDB warns at 240 s).
+    pub threshold: Duration,
+    /// How often to look.
+    pub interval: Duration,
+    /// Abort the process after reporting, as InnoDB does past
+    /// `innodb_fatal_semaphore_wait_threshold` (600 s).
+    pub abort: bool,
+}
+
+/// A background thread that reports waits on [`Instrumented`] locks longer than a threshold.
+/// Stops when dropped.
+pub struct Watchdog {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// Starts watching; `report` receives every over-long wait found in a pass.
+    pub fn start(
+        config: WatchdogConfig,
+        report: impl Fn(&[WaiterInfo]) + Send + 'static,
+    ) -> Watchdog {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("turnstile-watchdog".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    std::thread::sleep(config.interval);
+                    let long: Vec<WaiterInfo> = current_waiters()
+                        .into_iter()
+                        .filter(|w| w.since.elapsed() > config.threshold)
+                        .collect();
+                    if !long.is_empty() {
+                        report(&long);
+                        if config.abort {
+                            eprintln!("turnstile watchdog: aborting after long lock waits:");
+                            for w in &long {
+                                eprintln!("  {w}");
+                            }
+                            std::process::abort();
+                        }
+                    }
+                }
+            })
+            .expect("spawn the watchdog thread");
+        Watchdog {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn an_uncontended_lock_records_the_holder_and_no_wait() {
+        let m = Instrumented::new("uncontended", 0u32);
+        let g = m.lock();
+        let line = line!() - 1;
+        let r = m.report();
+        let (thread, at) = r.holder.unwrap();
+        assert_eq!((thread, at.line()), (thread_number(), line));
+        drop(g);
+        let r = m.report();
+        assert_eq!((r.acquisitions, r.waited, r.wait.count()), (1, 0, 0));
+        assert!(r.holder.is_none());
+    }
+
+    #[test]
+    fn a_waiter_is_listed_with_its_location_and_the_holder() {
+        let m = Arc::new(Instrumented::new("listed", ()));
+        let g = m.lock();
+        let m2 = m.clone();
+        let t = std::thread::Builder::new()
+            .name("the-waiter".into())
+            .spawn(move || drop(m2.lock()))
+            .unwrap();
+        let start = Instant::now();
+        let w = loop {
+            if let Some(w) = current_waiters().into_iter().find(|w| w.lock == "listed") {
+                break w;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "never listed");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(w.thread_name.as_deref(), Some("the-waiter"));
+        assert!(w.location.file().ends_with("instrument.rs"));
+        assert_eq!(w.holder.unwrap().0, thread_number());
+        assert!(w.to_string().contains("waits") && w.to_string().contains("'listed'"));
+        drop(g);
+        t.join().unwrap();
+        assert!(!current_waiters().iter().any(|w| w.lock == "listed"));
+        let r = m.report();
+        assert_eq!((r.acquisitions, r.waited, r.wait.count()), (2, 1, 1));
+    }
+
+    #[test]
+    fn the_watchdog_reports_a_long_wait() {
+        let m = Arc::new(Instrumented::new("watched", ()));
+        let (tx, rx) = mpsc::channel();
+        let dog = Watchdog::start(
+            WatchdogConfig {
+                threshold: Duration::from_millis(20),
+                interval: Duration::from_millis(5),
+                abort: false,
+            },
+            move |long| {
+                for w in long.iter().filter(|w| w.lock == "watched") {
+                    let _ = tx.send(w.clone());
+                }
+            },
+        );
+        let g = m.lock();
+        let m2 = m.clone();
+        let t = std::thread::spawn(move || drop(m2.lock()));
+        let w = rx.recv_timeout(Duration::from_secs(20)).expect("a report");
+        assert!(w.since.elapsed() > Duration::from_millis(20));
+        drop(g);
+        t.join().unwrap();
+        drop(dog);
+    }
+
+    #[test]
+    fn a_timed_lock_gives_up_and_leaves_the_registry() {
+        let m = Arc::new(Instrumented::new("timed", ()));
+        let g = m.lock();
+        let m2 = m.clone();
+        let got = std::thread::spawn(move || m2.try_lock_for(Duration::from_millis(10)).is_some())
+            .join()
+            .unwrap();
+        assert!(!got);
+        assert!(!current_waiters().iter().any(|w| w.lock == "timed"));
+        drop(g);
+        assert!(m.try_lock_for(Duration::from_millis(10)).is_some());
+    }
+
+    #[test]
+    fn a_panic_while_holding_releases_through_the_guard() {
+        let m = Arc::new(Instrumented::new("panicky", 0));
+        let m2 = m.clone();
+        let r = std::thread::spawn(move || {
+            let mut g = m2.lock();
+            *g += 1;
+            panic!("inside the critical section");
+        })
+        .join();
+        assert!(r.is_err());
+        assert_eq!(
+            *m.try_lock_for(Duration::from_secs(5)).expect("released"),
+            1
+        );
+    }
+}

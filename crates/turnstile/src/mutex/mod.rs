@@ -1,0 +1,30 @@
+//! The mutex family: the turnstile lock, InnoDB 5.6's mutex reproduced, and innotsim's
+//! spin-limited variants, all as `lock_api::RawMutex` implementations so that one benchmark
+//! drives them alike (the rivals — `std`, `parking_lot`, pthread — are wrapped in the bench
+//! crate, which depends on them; this crate does not).
+//!
+//! | type | what |
+//! |---|---|
+//! | [`Mutex`] / [`RawTurnstileMutex`] | ours: 4 bytes, wake one, bounded spin, starvation hand-off, timed lock |
+//! | [`Instrumented`] | the same lock with counters, wait histogram, holder, waiter registry, watchdog |
+//! | [`InnodbMutex`] | InnoDB 5.6: test-and-set, random-delay spin, sync array, broadcast on unlock |
+//! | [`SpinGlobalMutex`], [`SpinPerMutex`] | busy-wait then block, with a global / per-mutex cap on spinners |
+
+mod futex;
+pub mod innodb;
+mod instrument;
+mod raw;
+pub mod spin;
+
+pub use innodb::InnodbMutex;
+pub use instrument::{
+    current_waiters, thread_number, Instrumented, InstrumentedGuard, LockCounters,
+    LockCountersSnapshot, LockReport, WaiterInfo, Watchdog, WatchdogConfig,
+};
+pub use raw::{LockStats, NoStats, RawTurnstileMutex, SPIN_LIMIT, STARVATION_THRESHOLD};
+pub use spin::{SpinGlobalMutex, SpinPerMutex};
+
+/// A mutex on the turnstile lock: `turnstile::Mutex::new(value).lock()`.
+pub type Mutex<T> = lock_api::Mutex<RawTurnstileMutex, T>;
+/// The guard of [`Mutex`].
+pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawTurnstileMutex, T>;
