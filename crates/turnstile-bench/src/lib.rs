@@ -5,7 +5,9 @@
 //!   every gate policy and the [`baseline::MutexCondvarSemaphore`] baseline.
 
 pub mod baseline;
+pub mod chart;
 pub mod gate;
+pub mod mutex;
 pub mod rusage;
 pub mod stats;
 pub mod work;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use turnstile_bench::gate::{self as gate_bench, GateBenchConfig, GateBenchReport, Variant};
+use turnstile_bench::mutex::{self as mutex_bench, LockVariant, MutexBenchConfig};
 
 mod table;
 
@@ -33,6 +34,68 @@ enum Bench {
     /// The gate: ticket re-entry and uncontended admission costs, and a synthetic load over
     /// 1…1024 threads, for every policy and the mutex-condvar baseline.
     Gate(GateArgs),
+    /// Mutexes (innotsim, seed 002): threads × mutexes × hold time for the turnstile lock, the
+    /// InnoDB 5.6 mutex, spin-limited variants, std, parking_lot and pthread.
+    Mutex(MutexArgs),
+}
+
+#[derive(Args)]
+struct MutexArgs {
+    /// Under a minute: threads 1,4,16,64,256; mutexes 1,4; hold 0,1000 ns; 50 ms per point.
+    #[arg(long)]
+    quick: bool,
+    /// Print the report as JSON on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Variants (comma-separated): turnstile, innodb, spin-global, spin-per-mutex, std,
+    /// parking_lot, pthread, pthread-adaptive. Default: all.
+    #[arg(long, value_delimiter = ',')]
+    variants: Option<Vec<String>>,
+    /// Thread counts (comma-separated). Default 1,2,4,…,1024.
+    #[arg(long, value_delimiter = ',')]
+    threads: Option<Vec<usize>>,
+    /// Mutex counts (comma-separated). Default 1,4,16.
+    #[arg(long, value_delimiter = ',')]
+    mutexes: Option<Vec<usize>>,
+    /// Hold times in ns of work inside the lock (comma-separated). Default 0,1000,4000.
+    #[arg(long, value_delimiter = ',')]
+    hold_ns: Option<Vec<u64>>,
+    /// Measured time per point, milliseconds.
+    #[arg(long)]
+    duration_ms: Option<u64>,
+    /// Folder for the SVG charts (one per hold time and mutex count).
+    #[arg(long, default_value = "reports/bench-mutex")]
+    out: std::path::PathBuf,
+}
+
+impl MutexArgs {
+    fn config(&self) -> Result<MutexBenchConfig, String> {
+        let mut c = if self.quick {
+            MutexBenchConfig::quick()
+        } else {
+            MutexBenchConfig::full()
+        };
+        if let Some(v) = &self.variants {
+            c.variants = v
+                .iter()
+                .map(|s| LockVariant::parse(s))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(t) = &self.threads {
+            c.threads = t.clone();
+        }
+        if let Some(m) = &self.mutexes {
+            c.mutexes = m.clone();
+        }
+        if let Some(h) = &self.hold_ns {
+            c.hold_ns = h.clone();
+        }
+        if let Some(ms) = self.duration_ms {
+            c.duration = Duration::from_millis(ms);
+        }
+        c.validate()?;
+        Ok(c)
+    }
 }
 
 #[derive(Args)]
@@ -161,10 +224,32 @@ fn bench_gate(args: &GateArgs) -> Result<(), String> {
     out.write_all(text.as_bytes()).map_err(|e| e.to_string())
 }
 
+fn bench_mutex(args: &MutexArgs) -> Result<(), String> {
+    let cfg = args.config()?;
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("cannot create chart folder {}: {e}", args.out.display()))?;
+    let mut progress = Progress::new(cfg.points());
+    let report = mutex_bench::run(&cfg, &mut |s| progress.step(s));
+    progress.finish();
+    let report = report?;
+    let charts = table::mutex_charts(&report, &args.out)?;
+    eprintln!("charts: {}", charts.join(", "));
+    let text = if args.json {
+        serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n"
+    } else {
+        table::mutex_report(&report)
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(text.as_bytes())
+        .map_err(|e| e.to_string())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse(); // clap exits with code 2 on bad arguments
     let result = match &cli.command {
         Command::Bench(Bench::Gate(args)) => bench_gate(args),
+        Command::Bench(Bench::Mutex(args)) => bench_mutex(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,7 +2,12 @@
 
 use std::fmt::Write;
 
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use turnstile_bench::chart::{LineChart, Series};
 use turnstile_bench::gate::GateBenchReport;
+use turnstile_bench::mutex::{MutexBenchReport, MutexResult};
 
 /// Nanoseconds as a short human figure: `850ns`, `12.3us`, `4.56ms`, `1.20s`.
 pub fn ns(v: u64) -> String {
@@ -118,6 +123,180 @@ pub fn gate_report(r: &GateBenchReport) -> String {
         );
     }
     s
+}
+
+/// The (hold, mutexes) groups of a mutex report, in run order.
+fn mutex_groups(r: &MutexBenchReport) -> Vec<(u64, usize)> {
+    let mut seen = Vec::new();
+    for p in &r.results {
+        if !seen.contains(&(p.hold_ns, p.mutexes)) {
+            seen.push((p.hold_ns, p.mutexes));
+        }
+    }
+    seen
+}
+
+fn variants_of(r: &MutexBenchReport) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    for p in &r.results {
+        if !v.contains(&p.variant) {
+            v.push(p.variant);
+        }
+    }
+    v
+}
+
+fn find<'a>(
+    r: &'a MutexBenchReport,
+    v: &str,
+    t: usize,
+    m: usize,
+    h: u64,
+) -> Option<&'a MutexResult> {
+    r.results
+        .iter()
+        .find(|p| p.variant == v && p.threads == t && p.mutexes == m && p.hold_ns == h)
+}
+
+/// The `bench mutex` report as text tables.
+pub fn mutex_report(r: &MutexBenchReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "turnstile bench mutex — {} cpus, {}; {} ms per point. ns/loop = wall time per completed\n\
+         critical section (all threads); cpu = user+sys CPU per loop; wake/acq = wake-ups per\n\
+         acquisition that slept (innodb: every broadcast wakes every sleeper).",
+        r.machine.cpus,
+        r.machine.os,
+        r.config.duration.as_millis()
+    );
+    let variants = variants_of(r);
+    let threads: BTreeSet<usize> = r.results.iter().map(|p| p.threads).collect();
+    for (h, m) in mutex_groups(r) {
+        for (what, f) in [
+            (
+                "ns per loop",
+                (|p: &MutexResult| format!("{:.0}", p.ns_per_loop)) as fn(&MutexResult) -> String,
+            ),
+            ("CPU ns per loop (user+sys)", |p: &MutexResult| {
+                format!("{:.0}", p.cpu_ns_per_loop)
+            }),
+            ("context switches per loop", |p: &MutexResult| {
+                format!("{:.3}", p.cs_per_loop)
+            }),
+            (
+                "fairness (fewest/most loops per thread)",
+                |p: &MutexResult| format!("{:.2}", p.fairness),
+            ),
+            ("lock wait p99 (sampled)", |p: &MutexResult| {
+                ns(p.wait_p99_ns)
+            }),
+        ] {
+            let _ = writeln!(s, "\nhold {h} ns, {m} mutexes — {what}:");
+            let _ = write!(s, "{:>8}", "threads");
+            for v in &variants {
+                let _ = write!(s, " {:>16}", v);
+            }
+            s.push('\n');
+            for &t in &threads {
+                let _ = write!(s, "{t:>8}");
+                for v in &variants {
+                    let cell = find(r, v, t, m, h).map_or("-".to_string(), f);
+                    let _ = write!(s, " {cell:>16}");
+                }
+                s.push('\n');
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\nhold {h} ns, {m} mutexes — wake-ups per acquisition that slept:"
+        );
+        for &t in &threads {
+            let mut line = format!("{t:>8}");
+            for v in &variants {
+                if let Some(w) = find(r, v, t, m, h).and_then(|p| p.wakeups_per_acquire) {
+                    let _ = write!(line, "  {v} {w:.2}");
+                }
+            }
+            let _ = writeln!(s, "{line}");
+        }
+    }
+    s.push_str(&mutex_targets(r));
+    s
+}
+
+/// turnstile against the rivals at each point: ns/loop over the best rival's, CPU over the
+/// median rival's.
+pub fn mutex_targets(r: &MutexBenchReport) -> String {
+    let mut s = String::from(
+        "\nturnstile vs rivals (std, parking_lot, pthread, pthread-adaptive), per point:\n",
+    );
+    let _ = writeln!(
+        s,
+        "{:>6} {:>8} {:>8} {:>12} {:>16} {:>14} {:>18}",
+        "hold", "mutexes", "threads", "ns/loop", "best rival", "ratio", "cpu vs median"
+    );
+    let rivals = ["std", "parking_lot", "pthread", "pthread-adaptive"];
+    for p in r.results.iter().filter(|p| p.variant == "turnstile") {
+        let rs: Vec<&MutexResult> = rivals
+            .iter()
+            .filter_map(|v| find(r, v, p.threads, p.mutexes, p.hold_ns))
+            .collect();
+        let Some(best) = rs
+            .iter()
+            .min_by(|a, b| a.ns_per_loop.total_cmp(&b.ns_per_loop))
+        else {
+            continue;
+        };
+        let mut cpus: Vec<f64> = rs.iter().map(|x| x.cpu_ns_per_loop).collect();
+        cpus.sort_by(f64::total_cmp);
+        let median = turnstile_bench::stats::median(&cpus);
+        let _ = writeln!(
+            s,
+            "{:>6} {:>8} {:>8} {:>12.0} {:>16} {:>13.2}x {:>17.2}x",
+            p.hold_ns,
+            p.mutexes,
+            p.threads,
+            p.ns_per_loop,
+            format!("{} {:.0}", best.variant, best.ns_per_loop),
+            p.ns_per_loop / best.ns_per_loop,
+            p.cpu_ns_per_loop / median
+        );
+    }
+    s
+}
+
+/// Writes one SVG per (hold, mutexes): ns per loop against threads, a line per variant.
+pub fn mutex_charts(r: &MutexBenchReport, dir: &Path) -> Result<Vec<String>, String> {
+    let mut written = Vec::new();
+    for (h, m) in mutex_groups(r) {
+        let series = variants_of(r)
+            .into_iter()
+            .map(|v| Series {
+                name: v.to_string(),
+                points: r
+                    .results
+                    .iter()
+                    .filter(|p| p.variant == v && p.hold_ns == h && p.mutexes == m)
+                    .map(|p| (p.threads as f64, p.ns_per_loop))
+                    .collect(),
+            })
+            .collect();
+        let path = dir.join(format!("mutex-hold{h}-m{m}.svg"));
+        LineChart {
+            title: format!(
+                "ns per loop, hold {h} ns, {m} mutexes ({} cpus)",
+                r.machine.cpus
+            ),
+            x_label: "threads".into(),
+            y_label: "ns per loop (log)".into(),
+            log_y: true,
+            series,
+        }
+        .write_svg(&path)?;
+        written.push(path.display().to_string());
+    }
+    Ok(written)
 }
 
 #[cfg(test)]

@@ -46,7 +46,9 @@ impl Policy {
     }
 
     /// The most threads this policy may have running inside at once for a given limit, or
-    /// `None` when it has no bound (`timer`'s forced entries, `unlimited`, or limit 0).
+    /// `None` when it has no bound (`timer`'s forced entries, `unlimited`, or limit 0). Like
+    /// InnoDB, every counted policy lets a thread back in after a row-lock wait without
+    /// checking; the bound holds for threads that do not step out for row-lock waits.
     pub fn max_running(self, limit: u32) -> Option<u32> {
         if limit == 0 {
             return None;

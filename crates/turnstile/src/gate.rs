@@ -43,6 +43,8 @@ pub(crate) struct GateInner {
     next_session: AtomicU64,
     /// The limit for the `unlimited` policy, kept only to report what was set.
     unlimited_limit: AtomicU32,
+    /// Bumped whenever the limit is raised: a sleeper that sees it change re-checks at once.
+    pub(crate) raise_generation: AtomicU64,
     registry: Mutex<Vec<Arc<SessionShared>>>,
     retired: Mutex<Retired>,
 }
@@ -74,7 +76,7 @@ pub(crate) struct SessionShared {
     counters: [AtomicU64; N_COUNTERS],
     pub(crate) wait_hist: Histogram,
     pub(crate) wake_hist: Histogram,
-    /// Hand-off and poke delivery, under its own small lock.
+    /// Hand-off delivery, under its own small lock.
     pub(crate) wake: Mutex<WakeState>,
     pub(crate) cv: Condvar,
     /// Set by a [`crate::Canceler`]; consumed by the wait that observes it or at statement end.
@@ -87,8 +89,6 @@ pub(crate) struct WakeState {
     pub(crate) released: Option<crate::policy::WaitId>,
     /// When that hand-off was made (gate clock, ns).
     pub(crate) handoff_ns: u64,
-    /// The limit changed: a sleeper should re-check now.
-    pub(crate) poke: bool,
 }
 
 impl SessionShared {
@@ -113,6 +113,20 @@ impl SessionShared {
 
     pub(crate) fn state(&self) -> SessionState {
         SessionState::from_code(self.state.load(Ordering::Relaxed))
+    }
+
+    /// The wait histogram with the admissions that did not wait added as zeros (the fast
+    /// path records nothing; a zero is admissions minus recorded waits).
+    fn wait_snapshot(&self, counters: &[u64; N_COUNTERS]) -> HistogramSnapshot {
+        let mut h = self.wait_hist.snapshot();
+        let zeros = counters[Counter::Admissions as usize].saturating_sub(h.count());
+        h.add_zeros(zeros);
+        h
+    }
+
+    /// Publishes only when the current state began (the state itself is already set).
+    pub(crate) fn mark_since_now(&self) {
+        self.since_ns.store(coarse_ns(), Ordering::Relaxed);
     }
 
     fn counters(&self) -> [u64; N_COUNTERS] {
@@ -148,6 +162,7 @@ impl Gate {
                 epoch: Instant::now(),
                 next_session: AtomicU64::new(1),
                 unlimited_limit: AtomicU32::new(c.limit),
+                raise_generation: AtomicU64::new(0),
                 registry: Mutex::new(Vec::new()),
                 retired: Mutex::new(Retired::default()),
             }),
@@ -204,6 +219,7 @@ impl Gate {
     /// already inside. The `unlimited` policy records the value and stays unlimited.
     pub fn set_limit(&self, limit: u32) -> Result<(), ConfigError> {
         check_limit(limit)?;
+        let old = self.limit();
         match &self.inner.engine {
             Engine::Queue(m) => {
                 let released = {
@@ -222,16 +238,22 @@ impl Gate {
             Engine::Timer(c) => c.set_limit(limit),
             Engine::Unlimited => self.inner.unlimited_limit.store(limit, Ordering::Relaxed),
         }
-        self.poke_sleepers();
+        let raised = limit == 0 || (old != 0 && limit > old);
+        if raised {
+            self.wake_sleepers();
+        }
         Ok(())
     }
 
-    /// Wakes every sleeping session so it re-checks the gate now.
-    fn poke_sleepers(&self) {
+    /// Wakes every sleeping session so it re-checks the gate now. The generation is bumped
+    /// before any wake-up, and a sleeper compares it under its wake lock before sleeping, so
+    /// none can miss it.
+    fn wake_sleepers(&self) {
+        self.inner.raise_generation.fetch_add(1, Ordering::Release);
         let sessions: Vec<Arc<SessionShared>> = lock(&self.inner.registry).clone();
         for s in sessions {
             if matches!(s.state(), SessionState::Sleeping) {
-                lock(&s.wake).poke = true;
+                drop(lock(&s.wake));
                 s.cv.notify_one();
             }
         }
@@ -246,10 +268,11 @@ impl Gate {
         let mut wake = HistogramSnapshot::default();
         let mut sessions = Vec::new();
         for s in lock(&inner.registry).iter() {
-            for (t, v) in counters.iter_mut().zip(s.counters()) {
+            let c = s.counters();
+            for (t, v) in counters.iter_mut().zip(c) {
                 *t += v;
             }
-            wait.merge(&s.wait_hist.snapshot());
+            wait.merge(&s.wait_snapshot(&c));
             wake.merge(&s.wake_hist.snapshot());
             let state = s.state();
             let since = s.since_ns.load(Ordering::Relaxed);
@@ -330,7 +353,7 @@ impl GateInner {
         for (t, v) in r.counters.iter_mut().zip(s.counters()) {
             *t += v;
         }
-        r.wait.merge(&s.wait_hist.snapshot());
+        r.wait.merge(&s.wait_snapshot(&s.counters()));
         r.wake.merge(&s.wake_hist.snapshot());
     }
 }
@@ -346,8 +369,44 @@ pub(crate) fn mark_woken(released: &[Release<Arc<SessionShared>>]) {
 /// Signals a released waiter (call without the queue lock held).
 pub(crate) fn deliver(inner: &GateInner, r: Release<Arc<SessionShared>>) {
     let mut w = lock(&r.waiter.wake);
+    // Wait ids only grow. A delivery delayed past a later wait of the same session (its first
+    // wait ended by a cancel that found the slot already released) must not overwrite the
+    // newer release, or that waiter would sleep forever holding a counted slot.
+    if w.released.is_some_and(|newer| newer > r.id) {
+        return;
+    }
     w.released = Some(r.id);
     w.handoff_ns = inner.precise_ns();
     drop(w);
     r.waiter.cv.notify_one();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::policy::WaitId;
+    use crate::Policy;
+
+    #[test]
+    fn a_late_delivery_never_overwrites_a_newer_release() {
+        let gate = Gate::new(GateConfig::new(Policy::Classic)).unwrap();
+        let s = gate.session();
+        let sh = lock(&gate.inner.registry)[0].clone();
+        deliver(
+            &gate.inner,
+            Release {
+                waiter: sh.clone(),
+                id: WaitId(5),
+            },
+        );
+        deliver(
+            &gate.inner,
+            Release {
+                waiter: sh.clone(),
+                id: WaitId(3),
+            },
+        );
+        assert_eq!(lock(&sh.wake).released, Some(WaitId(5)));
+        drop(s);
+    }
 }

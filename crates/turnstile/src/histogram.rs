@@ -172,6 +172,12 @@ impl HistogramSnapshot {
         }
     }
 
+    /// Adds `n` values of zero (for callers that count zeros instead of recording them).
+    pub fn add_zeros(&mut self, n: u64) {
+        self.buckets[0] += n;
+        self.count += n;
+    }
+
     /// Values recorded.
     pub fn count(&self) -> u64 {
         self.count

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::error::GateError;
 use crate::gate::{deliver, mark_woken, Engine, GateInner, SessionShared};
 use crate::monitor::{Counter, SessionState, StepOutReason};
+use crate::policy::queue::QueueCore;
 use crate::policy::{Admission, AdmittedBy, Attempt, Hold, Step, WaitId};
 use crate::sync::{lock, yield_now, Arc};
 use std::sync::atomic::Ordering;
@@ -107,6 +108,10 @@ impl Session {
 
     /// Starts a statement. Dropping the returned guard ends it and force-exits the gate.
     pub fn begin(&mut self) -> Statement<'_> {
+        if self.sh.cancel.load(Ordering::Relaxed) {
+            // A cancel aimed at an earlier statement that no wait consumed ends here.
+            self.sh.cancel.store(false, Ordering::Relaxed);
+        }
         Statement { session: self }
     }
 
@@ -205,18 +210,21 @@ impl Session {
     /// step-out (polling re-enters unchecked after a row-lock wait).
     fn admit(&mut self, after: Option<StepOutReason>) -> Result<(), GateError> {
         let mut at = Attempt::new(self.holds_locks);
+        // After a row-lock wait, a thread that was inside re-enters without checking the limit,
+        // with one ticket (InnoDB `srv_conc_force_enter_innodb`, every counted policy).
+        let unchecked = after == Some(StepOutReason::RowLockWait);
         let first = match &self.gate.engine {
             Engine::Unlimited => Step::Admitted(Admission {
                 by: AdmittedBy::Unlimited,
                 hold: Hold::Uncounted,
                 tickets: self.gate.config.tickets,
             }),
-            Engine::Polling(c) if after == Some(StepOutReason::RowLockWait) => {
-                Step::Admitted(c.enter_unchecked())
-            }
+            Engine::Polling(c) if unchecked => Step::Admitted(c.enter_unchecked()),
             Engine::Polling(c) => c.enter(&mut at),
+            Engine::Timer(c) if unchecked => Step::Admitted(c.enter_unchecked()),
             Engine::Timer(c) => c.enter(&mut at),
-            Engine::Queue(m) => lock(m).enter(&mut at, &self.sh),
+            Engine::Queue(m) if unchecked => Step::Admitted(lock(m).enter_unchecked()),
+            Engine::Queue(m) => self.queue_step(m, &mut at),
         };
         match first {
             Step::Admitted(a) => {
@@ -230,6 +238,21 @@ impl Session {
         }
     }
 
+    /// One decision of the queue core. A `Wait` is published as `Queued` while the core's lock
+    /// is held, so a hand-off's `Woken` mark (also made under that lock) always comes after it.
+    fn queue_step(
+        &self,
+        m: &crate::sync::Mutex<QueueCore<Arc<SessionShared>>>,
+        at: &mut Attempt,
+    ) -> Step {
+        let mut core = lock(m);
+        let step = core.enter(at, &self.sh);
+        if let Step::Wait(_) = step {
+            self.sh.set_state(SessionState::Queued);
+        }
+        step
+    }
+
     #[cold]
     fn admit_slow(
         &mut self,
@@ -238,14 +261,18 @@ impl Session {
         mut step: Step,
     ) -> Result<(), GateError> {
         let start = Instant::now();
-        let deadline = self.wait_timeout.map(|t| start + t);
+        // A timeout too large to add to a clock reading means no deadline.
+        let deadline = self.wait_timeout.and_then(|t| start.checked_add(t));
         // The waiting states share one timestamp: when this admission began to wait.
         let mut first = true;
-        let mut waiting = |sh: &SessionShared, state: SessionState| {
-            if std::mem::take(&mut first) {
-                sh.set_state_now(state);
-            } else {
-                sh.set_state(state);
+        let mut waiting = |sh: &SessionShared, state: Option<SessionState>| {
+            let first = std::mem::take(&mut first);
+            match state {
+                Some(state) if first => sh.set_state_now(state),
+                Some(state) => sh.set_state(state),
+                // Already published (under the queue lock): only the timestamp is ours to set.
+                None if first => sh.mark_since_now(),
+                None => {}
             }
         };
         loop {
@@ -256,12 +283,12 @@ impl Session {
                 }
                 Step::Yield => {
                     self.sh.bump(Counter::Yields);
-                    waiting(&self.sh, SessionState::Yielding);
+                    waiting(&self.sh, Some(SessionState::Yielding));
                     yield_now();
                 }
                 Step::Sleep(d) => {
                     self.sh.bump(Counter::Sleeps);
-                    waiting(&self.sh, SessionState::Sleeping);
+                    waiting(&self.sh, Some(SessionState::Sleeping));
                     if let Err(abort) = self.sleep(d, deadline) {
                         match &gate.engine {
                             Engine::Queue(m) => lock(m).abandon(&mut at),
@@ -274,7 +301,7 @@ impl Session {
                 }
                 Step::Wait(id) => {
                     self.sh.bump(Counter::QueueWaits);
-                    waiting(&self.sh, SessionState::Queued);
+                    waiting(&self.sh, None);
                     let a = self
                         .wait_handoff(gate, id, deadline)
                         .map_err(|abort| self.aborted(abort, start))?;
@@ -285,7 +312,7 @@ impl Session {
             step = match &gate.engine {
                 Engine::Polling(c) => c.enter(&mut at),
                 Engine::Timer(c) => c.enter(&mut at),
-                Engine::Queue(m) => lock(m).enter(&mut at, &self.sh),
+                Engine::Queue(m) => self.queue_step(m, &mut at),
                 Engine::Unlimited => unreachable!("unlimited never waits"),
             };
         }
@@ -314,7 +341,10 @@ impl Session {
             AdmittedBy::Unchecked => self.sh.bump(Counter::UncheckedReentries),
             AdmittedBy::Free | AdmittedBy::HandOff | AdmittedBy::Unlimited => {}
         }
-        self.sh.wait_hist.record(waited_ns);
+        if waited_ns != 0 {
+            // Admissions without a wait are counted as zeros from the admission counter.
+            self.sh.wait_hist.record(waited_ns);
+        }
     }
 
     /// Takes a pending cancel, if any.
@@ -323,8 +353,9 @@ impl Session {
     }
 
     /// Sleeps `d` (or until the deadline), interruptibly: a cancel ends it with an error, a
-    /// limit change (poke) ends it early so the session re-checks.
+    /// raised limit ends it early so the session re-checks.
     fn sleep(&self, d: Duration, deadline: Option<Instant>) -> Result<(), Abort> {
+        let generation = self.gate.raise_generation.load(Ordering::Acquire);
         if self.take_cancel() {
             return Err(Abort::Cancelled);
         }
@@ -344,8 +375,7 @@ impl Session {
             if self.take_cancel() {
                 return Err(Abort::Cancelled);
             }
-            if w.poke {
-                w.poke = false;
+            if self.gate.raise_generation.load(Ordering::Acquire) != generation {
                 return Ok(());
             }
             let now = Instant::now();
@@ -466,10 +496,6 @@ impl<'s> Statement<'s> {
 impl Drop for Statement<'_> {
     fn drop(&mut self) {
         self.session.leave();
-        if self.session.sh.cancel.load(Ordering::Relaxed) {
-            // A cancel aimed at this statement that no wait consumed ends with it.
-            self.session.sh.cancel.store(false, Ordering::Relaxed);
-        }
     }
 }
 
@@ -502,18 +528,21 @@ impl Call<'_> {
     }
 
     /// Frees the slot around blocking work `f` (a row-lock wait, disk I/O, the commit mutex)
-    /// and re-enters afterwards by the policy's rule: `polling` re-enters unchecked with one
-    /// ticket after a [`StepOutReason::RowLockWait`] (InnoDB 5.6); every other case is a normal
-    /// admission, which may wait. If that wait is cancelled or times out, the error is returned
+    /// and re-enters afterwards by the policy's rule: after a [`StepOutReason::RowLockWait`]
+    /// every counted policy re-enters without checking the limit, with one ticket (InnoDB's
+    /// `srv_conc_force_enter_innodb`, 5.0–8.0, and MySQL 5.4's timer gate); every other case
+    /// is a normal admission, which may wait. If that wait is cancelled or times out, the error is returned
     /// (and `f`'s result dropped) and the call continues outside the gate.
     pub fn step_out<R>(
         &mut self,
         reason: StepOutReason,
         f: impl FnOnce() -> R,
     ) -> Result<R, GateError> {
+        let was_inside = self.session.is_inside();
         self.session.step_out(reason);
         let r = f();
-        self.session.admit(Some(reason))?;
+        // InnoDB force-enters only a thread that was declared inside before the wait.
+        self.session.admit(was_inside.then_some(reason))?;
         Ok(r)
     }
 }

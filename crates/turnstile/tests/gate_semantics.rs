@@ -360,28 +360,83 @@ fn stepping_out_frees_the_slot_for_another_thread() {
 }
 
 #[test]
-fn polling_reenters_after_a_row_lock_wait_without_checking_the_limit() {
-    let g = gate(Policy::Polling, 1, 500, Duration::from_millis(1));
-    let mut s = g.session();
-    let mut stmt = s.begin();
-    let mut call = stmt.enter().unwrap();
-    let (tx, rx) = mpsc::channel::<()>();
-    let mut other = None;
-    call.step_out(StepOutReason::RowLockWait, || {
-        // Another thread takes the freed slot and keeps it.
-        other = Some(hold_slot(&g));
-        drop(tx);
-    })
-    .unwrap();
-    rx.recv().unwrap_err();
-    assert_eq!(call.tickets(), 1, "one ticket after a lock wait");
-    let snap = g.snapshot();
-    assert_eq!(snap.inside, 2, "re-entered over the limit");
-    assert_eq!(snap.counters.unchecked_reentries, 1);
-    drop(call);
-    drop(stmt);
-    other.unwrap().leave();
-    assert_eq!(g.snapshot().inside, 0);
+fn after_a_row_lock_wait_counted_policies_reenter_without_checking_the_limit() {
+    for policy in [
+        Policy::Classic,
+        Policy::Flifo,
+        Policy::Polling,
+        Policy::Timer,
+    ] {
+        let g = gate(policy, 1, 500, Duration::from_millis(1));
+        let mut s = g.session();
+        let mut stmt = s.begin();
+        let mut call = stmt.enter().unwrap();
+        let mut other = None;
+        call.step_out(StepOutReason::RowLockWait, || {
+            // Another thread takes the freed slot and keeps it.
+            other = Some(hold_slot(&g));
+        })
+        .unwrap();
+        assert_eq!(call.tickets(), 1, "{policy}: one ticket after a lock wait");
+        let snap = g.snapshot();
+        assert_eq!(snap.inside, 2, "{policy}: re-entered over the limit");
+        assert_eq!(snap.counters.unchecked_reentries, 1, "{policy}");
+        assert_eq!(
+            snap.counters.sleeps + snap.counters.queue_waits,
+            0,
+            "{policy}"
+        );
+        drop(call);
+        drop(stmt);
+        other.unwrap().leave();
+        assert_eq!(g.snapshot().inside, 0, "{policy}");
+    }
+}
+
+#[test]
+fn a_huge_wait_timeout_means_no_deadline_and_leaks_nothing() {
+    for policy in [Policy::Classic, Policy::Polling] {
+        let g = gate(policy, 1, 500, Duration::from_millis(1));
+        let holder = hold_slot(&g);
+        let g2 = g.clone();
+        let t = thread::spawn(move || {
+            let mut s = g2.session();
+            s.set_wait_timeout(Some(Duration::MAX));
+            let mut stmt = s.begin();
+            stmt.enter().map(drop)
+        });
+        wait_for(&g, "the session waiting", |s| {
+            s.count_in(SessionState::is_waiting) == 1
+        });
+        holder.leave();
+        assert!(t.join().unwrap().is_ok(), "{policy}");
+        let snap = g.snapshot();
+        assert_eq!(
+            (snap.inside, snap.queued, snap.sleeping),
+            (0, 0, 0),
+            "{policy}"
+        );
+    }
+}
+
+#[test]
+fn a_cancel_between_statements_does_not_cancel_the_next_one() {
+    let g = gate(Policy::Classic, 1, 500, Duration::ZERO);
+    let s = g.session();
+    s.canceler().cancel();
+    let holder = hold_slot(&g);
+    let g2 = g.clone();
+    let (tx, rx) = mpsc::channel();
+    let t = thread::spawn(move || {
+        let mut s = s;
+        let mut stmt = s.begin();
+        tx.send(()).unwrap();
+        stmt.enter().map(drop)
+    });
+    rx.recv().unwrap();
+    wait_for(&g2, "the session queued", |s| s.queued == 1);
+    holder.leave();
+    assert!(t.join().unwrap().is_ok());
 }
 
 #[test]

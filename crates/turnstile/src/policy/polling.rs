@@ -136,6 +136,13 @@ impl PollingCore {
 
     /// Re-entry after a row-lock wait: counted inside without checking the limit, one ticket.
     pub fn enter_unchecked(&self) -> Admission {
+        if self.limit.load(Ordering::Relaxed) == 0 {
+            return Admission {
+                by: AdmittedBy::Unlimited,
+                hold: Hold::Uncounted,
+                tickets: 1,
+            };
+        }
         self.inside.fetch_add(1, Ordering::AcqRel);
         Admission {
             by: AdmittedBy::Unchecked,

@@ -124,6 +124,24 @@ impl<W: Clone> QueueCore<W> {
         Step::Wait(id)
     }
 
+    /// Re-entry after a row-lock wait: counted inside without checking the limit, with one
+    /// ticket (InnoDB 5.0–5.5 `srv_conc_force_enter_innodb`, under `srv_conc_mutex`).
+    pub fn enter_unchecked(&mut self) -> Admission {
+        if self.limit == 0 {
+            return Admission {
+                by: AdmittedBy::Unlimited,
+                hold: Hold::Uncounted,
+                tickets: 1,
+            };
+        }
+        self.inside += 1;
+        Admission {
+            by: AdmittedBy::Unchecked,
+            hold: Hold::Slot,
+            tickets: 1,
+        }
+    }
+
     /// The queued thread `id` has been signalled and is running: it removes its slot and is
     /// inside (the releasing thread already counted it). For FLIFO, it is no longer pending.
     ///

@@ -79,6 +79,24 @@ impl TimerCore {
         Step::Sleep(TIMER_SLEEP)
     }
 
+    /// Re-entry after a row-lock wait: counted inside without checking, one ticket (MySQL 5.4
+    /// kept InnoDB's `srv_conc_force_enter_innodb`, with an atomic increment).
+    pub fn enter_unchecked(&self) -> Admission {
+        if self.limit.load(Ordering::Relaxed) == 0 {
+            return Admission {
+                by: AdmittedBy::Unlimited,
+                hold: Hold::Uncounted,
+                tickets: 1,
+            };
+        }
+        self.inside.fetch_add(1, Ordering::AcqRel);
+        Admission {
+            by: AdmittedBy::Unchecked,
+            hold: Hold::Slot,
+            tickets: 1,
+        }
+    }
+
     /// A thread that was told to sleep gives up (cancelled, timed out).
     pub fn abandon(&self, at: &mut Attempt) {
         at.sleeping = false;

@@ -1,0 +1,155 @@
+//! SVG line charts for reports (plotters' SVG backend: no fonts or system libraries needed).
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+/// One line of a chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend label.
+    pub name: String,
+    /// Points, x ascending.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A line chart with a log₂ x axis (thread counts) and a linear or log₁₀ y axis.
+#[derive(Debug, Clone)]
+pub struct LineChart {
+    /// Title at the top.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// Use a logarithmic y axis.
+    pub log_y: bool,
+    /// The lines.
+    pub series: Vec<Series>,
+}
+
+const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+impl LineChart {
+    /// Writes the chart as an SVG file.
+    pub fn write_svg(&self, path: &Path) -> Result<(), String> {
+        let pts = || self.series.iter().flat_map(|s| s.points.iter());
+        let (mut x0, mut x1) = (f64::MAX, f64::MIN);
+        let (mut y0, mut y1) = (f64::MAX, f64::MIN);
+        for &(x, y) in pts() {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            if y.is_finite() && (!self.log_y || y > 0.0) {
+                y0 = y0.min(y);
+                y1 = y1.max(y);
+            }
+        }
+        if x0 > x1 || y0 > y1 {
+            return Err(format!("chart '{}' has no points", self.title));
+        }
+        let (lx0, lx1) = (x0.max(1.0).log2(), x1.max(1.0).log2().max(x0.log2() + 1.0));
+        let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+        let err = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let mut b = ChartBuilder::on(&root);
+        b.caption(&self.title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70);
+        let xfmt = |v: &f64| format!("{}", 2f64.powf(*v).round());
+        macro_rules! draw {
+            ($chart:expr, $map:expr) => {{
+                let mut chart = $chart;
+                chart
+                    .configure_mesh()
+                    .x_desc(&self.x_label)
+                    .y_desc(&self.y_label)
+                    .x_label_formatter(&xfmt)
+                    .draw()
+                    .map_err(|e| err(&e))?;
+                for (i, s) in self.series.iter().enumerate() {
+                    let c = COLORS[i % COLORS.len()];
+                    let line: Vec<(f64, f64)> = s
+                        .points
+                        .iter()
+                        .filter(|(_, y)| y.is_finite() && (!self.log_y || *y > 0.0))
+                        .map(|&(x, y)| (x.max(1.0).log2(), $map(y)))
+                        .collect();
+                    chart
+                        .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
+                        .map_err(|e| err(&e))?
+                        .label(s.name.clone())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                        });
+                    chart
+                        .draw_series(line.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+                        .map_err(|e| err(&e))?;
+                }
+                chart
+                    .configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .position(SeriesLabelPosition::UpperLeft)
+                    .draw()
+                    .map_err(|e| err(&e))?;
+            }};
+        }
+        if self.log_y {
+            let c = b
+                .build_cartesian_2d(lx0..lx1, (y0 * 0.8..y1 * 1.25).log_scale())
+                .map_err(|e| err(&e))?;
+            draw!(c, |y: f64| y);
+        } else {
+            let c = b
+                .build_cartesian_2d(lx0..lx1, 0f64..y1 * 1.1)
+                .map_err(|e| err(&e))?;
+            draw!(c, |y: f64| y);
+        }
+        root.present().map_err(|e| err(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_an_svg_with_every_series_named() {
+        let dir = std::env::temp_dir().join(format!("turnstile-chart-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.svg");
+        LineChart {
+            title: "ns per loop".into(),
+            x_label: "threads".into(),
+            y_label: "ns".into(),
+            log_y: true,
+            series: vec![
+                Series {
+                    name: "alpha".into(),
+                    points: vec![(1.0, 10.0), (2.0, 20.0), (4.0, 80.0)],
+                },
+                Series {
+                    name: "beta".into(),
+                    points: vec![(1.0, 15.0), (4.0, 30.0)],
+                },
+            ],
+        }
+        .write_svg(&path)
+        .unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("alpha") && svg.contains("beta"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
