@@ -63,7 +63,7 @@ struct MutexArgs {
     /// Measured time per point, milliseconds.
     #[arg(long)]
     duration_ms: Option<u64>,
-    /// Folder for the SVG charts (one per hold time and mutex count).
+    /// Folder for the SVG charts (one per hold time and mutex count) and `results.json`.
     #[arg(long, default_value = "reports/bench-mutex")]
     out: std::path::PathBuf,
 }
@@ -233,9 +233,12 @@ fn bench_mutex(args: &MutexArgs) -> Result<(), String> {
     progress.finish();
     let report = report?;
     let charts = table::mutex_charts(&report, &args.out)?;
-    eprintln!("charts: {}", charts.join(", "));
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n";
+    let saved = args.out.join("results.json");
+    std::fs::write(&saved, &json).map_err(|e| format!("cannot write {}: {e}", saved.display()))?;
+    eprintln!("wrote {} and {}", saved.display(), charts.join(", "));
     let text = if args.json {
-        serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n"
+        json
     } else {
         table::mutex_report(&report)
     };

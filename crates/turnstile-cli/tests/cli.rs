@@ -98,3 +98,72 @@ fn bad_input_exits_2_with_a_clear_message() {
         assert!(out.stdout.is_empty(), "nothing half-written on stdout");
     }
 }
+
+#[test]
+fn bench_mutex_writes_json_and_one_chart_per_hold_and_mutex_count() {
+    let dir = std::env::temp_dir().join(format!("turnstile-cli-mutex-{}", std::process::id()));
+    let out = turnstile(&[
+        "bench",
+        "mutex",
+        "--variants",
+        "turnstile,innodb,std",
+        "--threads",
+        "1,4",
+        "--mutexes",
+        "1,2",
+        "--hold-ns",
+        "0",
+        "--duration-ms",
+        "20",
+        "--json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3 * 2 * 2);
+    for r in results {
+        for key in [
+            "variant",
+            "threads",
+            "mutexes",
+            "hold_ns",
+            "ns_per_loop",
+            "cpu_ns_per_loop",
+            "cs_per_loop",
+            "fairness",
+            "wait_p99_ns",
+        ] {
+            assert!(!r[key].is_null(), "missing {key} in {r}");
+        }
+    }
+    assert!(results
+        .iter()
+        .any(|r| r["variant"] == "innodb" && r["wakeups_per_acquire"].is_number()));
+    assert!(results
+        .iter()
+        .any(|r| r["variant"] == "std" && r["wakeups_per_acquire"].is_null()));
+    for name in ["mutex-hold0-m1.svg", "mutex-hold0-m2.svg", "results.json"] {
+        assert!(dir.join(name).is_file(), "{name} missing");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_mutex_rejects_bad_input_with_exit_code_2() {
+    for (bad, expect) in [
+        (vec!["--variants", "futex"], "unknown mutex variant"),
+        (vec!["--mutexes", "0"], "mutex counts must be at least 1"),
+    ] {
+        let mut args = vec!["bench", "mutex", "--quick"];
+        args.extend(bad.iter().copied());
+        let out = turnstile(&args);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(expect));
+    }
+}

@@ -54,12 +54,18 @@ fn waiters(s: u32) -> u32 {
     s >> 4
 }
 
-/// How long an arriving thread may spin before it parks, while nobody is parked. A futex
-/// sleep and wake-up costs the waiter a few microseconds of latency and two system calls; spinning
-/// longer than a small multiple of a short critical section wastes a core that the holder may
-/// need (on the 2-core development machine, 2 µs gave the best `bench mutex` results among
-/// 0.5/2/8 µs at hold 0 and 1000 ns; see docs/BENCHMARKS.md).
+/// How long an arriving thread may spin (and then yield) before it parks, while nobody is
+/// parked. A futex sleep and wake-up costs two system calls (about 1 µs each in the
+/// development VM) and the waiter a wake-up latency, so a short bounded spin pays for
+/// critical sections of a microsecond or so. Measured with `turnstile bench mutex` on the
+/// 2-core development machine: 0.5, 2 and 8 µs of pure PAUSE spinning gave the same ns/loop
+/// within noise at hold 0 and 1000 ns; yielding after 32 PAUSEs (as parking_lot's SpinWait
+/// does) helped at hold 0 with several mutexes, so the spin is 32 PAUSEs, then yields, for at
+/// most 2 µs in all.
 pub const SPIN_LIMIT: Duration = Duration::from_micros(2);
+
+/// PAUSE iterations before the spinner starts yielding instead.
+const SPIN_PAUSES: u32 = 32;
 
 /// A waiter that has waited this long asks for a hand-off: Go's `starvationThresholdNs`
 /// (1 ms), the bound the brief asks for.
@@ -245,13 +251,15 @@ fn lock_slow_with<W: Word, S: LockStats>(
             break;
         }
         i += 1;
-        if i >= 32 && i % 16 == 0 {
+        if i <= SPIN_PAUSES {
+            std::hint::spin_loop();
+        } else {
             let start = *spin_start.get_or_insert_with(Instant::now);
             if start.elapsed() >= SPIN_LIMIT {
                 break;
             }
+            std::thread::yield_now();
         }
-        std::hint::spin_loop();
         s = w.load();
     }
     if i > 0 {
