@@ -24,6 +24,8 @@ pub struct LineChart {
     pub y_label: String,
     /// Use a logarithmic y axis.
     pub log_y: bool,
+    /// Use a linear x axis (time) instead of log₂ (thread counts).
+    pub linear_x: bool,
     /// The lines.
     pub series: Vec<Series>,
 }
@@ -58,7 +60,8 @@ impl LineChart {
         if x0 > x1 || y0 > y1 {
             return Err(format!("chart '{}' has no points", self.title));
         }
-        let (lx0, lx1) = (x0.max(1.0).log2(), x1.max(1.0).log2().max(x0.log2() + 1.0));
+        let fx = |x: f64| if self.linear_x { x } else { x.max(1.0).log2() };
+        let (lx0, lx1) = (fx(x0), fx(x1).max(fx(x0) + 1.0));
         let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
         let err = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
         root.fill(&WHITE).map_err(|e| err(&e))?;
@@ -67,7 +70,14 @@ impl LineChart {
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70);
-        let xfmt = |v: &f64| format!("{}", 2f64.powf(*v).round());
+        let linear = self.linear_x;
+        let xfmt = move |v: &f64| {
+            if linear {
+                format!("{v}")
+            } else {
+                format!("{}", 2f64.powf(*v).round())
+            }
+        };
         macro_rules! draw {
             ($chart:expr, $map:expr) => {{
                 let mut chart = $chart;
@@ -84,7 +94,7 @@ impl LineChart {
                         .points
                         .iter()
                         .filter(|(_, y)| y.is_finite() && (!self.log_y || *y > 0.0))
-                        .map(|&(x, y)| (x.max(1.0).log2(), $map(y)))
+                        .map(|&(x, y)| (fx(x), $map(y)))
                         .collect();
                     chart
                         .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
@@ -135,6 +145,7 @@ mod tests {
             x_label: "threads".into(),
             y_label: "ns".into(),
             log_y: true,
+            linear_x: false,
             series: vec![
                 Series {
                     name: "alpha".into(),

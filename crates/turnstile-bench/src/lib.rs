@@ -8,6 +8,7 @@ pub mod baseline;
 pub mod chart;
 pub mod gate;
 pub mod mutex;
+pub mod repro;
 pub mod rusage;
 pub mod stats;
 pub mod work;

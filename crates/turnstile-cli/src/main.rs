@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use turnstile_bench::gate::{self as gate_bench, GateBenchConfig, GateBenchReport, Variant};
 use turnstile_bench::mutex::{self as mutex_bench, LockVariant, MutexBenchConfig};
 
+mod repro_cmd;
 mod table;
 
 #[derive(Parser)]
@@ -27,6 +28,9 @@ enum Command {
     /// Run a benchmark.
     #[command(subcommand)]
     Bench(Bench),
+    /// Reproduce the seed experiments on the embedded engine.
+    #[command(subcommand)]
+    Repro(repro_cmd::Repro),
 }
 
 #[derive(Subcommand)]
@@ -167,10 +171,11 @@ impl GateArgs {
 }
 
 /// Progress on stderr: a bar on a terminal, plain lines otherwise (CI logs).
-struct Progress {
+pub(crate) struct Progress {
     bar: Option<ProgressBar>,
     total: usize,
     done: usize,
+    last_load_pct: u64,
 }
 
 impl Progress {
@@ -187,6 +192,23 @@ impl Progress {
             bar,
             total,
             done: 0,
+            last_load_pct: 0,
+        }
+    }
+
+    /// Rows loaded into a table being built.
+    fn load(&mut self, done: u64, total: u64) {
+        let pct = 100 * done / total.max(1);
+        match &self.bar {
+            Some(b) => b.set_message(format!("loading rows: {done}/{total} ({pct}%)")),
+            None if pct >= self.last_load_pct + 10 || done == total => {
+                eprintln!("      loading rows: {done}/{total} ({pct}%)");
+                self.last_load_pct = pct;
+            }
+            None => {}
+        }
+        if done == total {
+            self.last_load_pct = 0;
         }
     }
 
@@ -250,12 +272,18 @@ fn bench_mutex(args: &MutexArgs) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse(); // clap exits with code 2 on bad arguments
+    repro_cmd::install_ctrlc();
     let result = match &cli.command {
+        Command::Repro(r) => repro_cmd::run(r),
         Command::Bench(Bench::Gate(args)) => bench_gate(args),
         Command::Bench(Bench::Mutex(args)) => bench_mutex(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.starts_with("interrupted") => {
+            eprintln!("{e}");
+            ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)

@@ -291,6 +291,7 @@ pub fn mutex_charts(r: &MutexBenchReport, dir: &Path) -> Result<Vec<String>, Str
             x_label: "threads".into(),
             y_label: "ns per loop (log)".into(),
             log_y: true,
+            linear_x: false,
             series,
         }
         .write_svg(&path)?;

@@ -167,3 +167,207 @@ fn bench_mutex_rejects_bad_input_with_exit_code_2() {
         assert!(String::from_utf8_lossy(&out.stderr).contains(expect));
     }
 }
+
+fn temp(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("turnstile-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
+    let data = temp("repro-data");
+    let d = data.to_str().unwrap();
+    let out = turnstile(&[
+        "repro",
+        "tickets",
+        "--data-dir",
+        d,
+        "--rows",
+        "3000",
+        "--policies",
+        "classic,polling",
+        "--quick",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for key in [
+        "policy",
+        "tickets",
+        "rows",
+        "alone_s",
+        "concurrent_s",
+        "handoffs",
+        "wake_latency_us",
+    ] {
+        assert!(!runs[0][key].is_null(), "missing {key}");
+    }
+
+    let charts = temp("repro-oltp-charts");
+    let out = turnstile(&[
+        "repro",
+        "oltp",
+        "--data-dir",
+        d,
+        "--rows",
+        "2000",
+        "--range",
+        "100",
+        "--threads",
+        "1,2",
+        "--seconds",
+        "0.05",
+        "--json",
+        "--out",
+        charts.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 5 * 2);
+    for key in ["policy", "threads", "tps", "p99_ms", "cs_per_s"] {
+        assert!(!runs[0][key].is_null(), "missing {key}");
+    }
+    assert!(charts.join("oltp-tps.svg").is_file());
+
+    let charts = temp("repro-pileup-charts");
+    let out = turnstile(&[
+        "repro",
+        "pileup",
+        "--data-dir",
+        d,
+        "--tables",
+        "2",
+        "--seconds",
+        "0.3",
+        "--fsync-ms",
+        "1",
+        "--quick",
+        "--json",
+        "--out",
+        charts.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        assert_eq!(r["found"], r["acknowledged"], "{r}");
+        for key in [
+            "tables",
+            "mode",
+            "inserts_per_s",
+            "queries_per_s",
+            "series",
+            "profile",
+        ] {
+            assert!(!r[key].is_null(), "missing {key}");
+        }
+    }
+    assert!(charts.join("pileup-queries.svg").is_file());
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn repro_all_quick_writes_a_report_folder() {
+    let data = temp("all-data");
+    let out_dir = temp("all-report");
+    let out = turnstile(&[
+        "repro",
+        "all",
+        "--quick",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    for section in [
+        "Seed 000",
+        "Seed 001",
+        "Seed 004",
+        "| classic |",
+        "hold-slot",
+    ] {
+        assert!(md.contains(section), "report.md lacks {section}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    assert!(v["tickets"]["runs"].is_array() && v["oltp"]["runs"].is_array());
+    for svg in ["oltp-tps.svg", "pileup-queries.svg", "pileup-timeline.svg"] {
+        assert!(out_dir.join(svg).is_file(), "{svg} missing");
+    }
+    let _ = std::fs::remove_dir_all(&data);
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+#[test]
+fn repro_bad_input_exits_2_and_writes_nothing() {
+    let data = temp("bad-data");
+    let d = data.to_str().unwrap();
+    for (args, expect) in [
+        (
+            vec!["repro", "tickets", "--data-dir", d, "--policies", "fifo"],
+            "unknown gate policy",
+        ),
+        (
+            vec!["repro", "tickets", "--data-dir", d, "--rows", "0"],
+            "--rows must be positive",
+        ),
+        (
+            vec!["repro", "oltp", "--data-dir", d, "--rows", "-5"],
+            "error",
+        ),
+        (
+            vec![
+                "repro",
+                "oltp",
+                "--data-dir",
+                d,
+                "--rows",
+                "50",
+                "--range",
+                "100",
+            ],
+            "larger than the table",
+        ),
+        (
+            vec!["repro", "pileup", "--data-dir", d, "--tables", "0"],
+            "--tables must be",
+        ),
+        (
+            vec!["repro", "pileup", "--data-dir", "/proc/turnstile-nope"],
+            "cannot create data directory",
+        ),
+    ] {
+        let out = turnstile(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    // Validation happens before anything is created.
+    assert!(!data.exists());
+    let _ = std::fs::remove_dir_all(&data);
+}

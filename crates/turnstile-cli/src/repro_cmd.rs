@@ -1,0 +1,458 @@
+//! `turnstile repro …`: the seed experiments on the embedded engine, and the report folder.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use turnstile::Policy;
+use turnstile_bench::chart::{LineChart, Series};
+use turnstile_bench::repro::{self, oltp, pileup, tickets, Common, Progress, ReproError};
+
+use crate::Progress as Bar;
+
+#[derive(Subcommand)]
+pub enum Repro {
+    /// Seed 000: full scans through a gate of limit 1 with 500 and 10,000,000 tickets.
+    Tickets(TicketsArgs),
+    /// Seed 001: sysbench OLTP read-only, TPS against client threads.
+    Oltp(OltpArgs),
+    /// Seed 004: insert + query sessions per table, the slot held or released across the
+    /// commit-mutex wait.
+    Pileup(PileupArgs),
+    /// All three with defaults that finish in about 10 minutes on two cores, writing a report
+    /// folder (report.md, SVG charts, results.json).
+    All(AllArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct CommonArgs {
+    /// Where the engine keeps its tables (built once, reused while they match).
+    #[arg(long, default_value = "data")]
+    data_dir: PathBuf,
+    /// Extra delay in ms inside every binlog fsync, emulating a slow disk. Default: 60 for the
+    /// pileup (the seed's SATA disk, ~16 commits/s), 0 elsewhere.
+    #[arg(long)]
+    fsync_ms: Option<u64>,
+    /// A short run (under a minute each) for CI and trying things out.
+    #[arg(long)]
+    quick: bool,
+    /// Print results as JSON on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+impl CommonArgs {
+    fn common(&self) -> Result<Common, String> {
+        if let Some(ms) = self.fsync_ms.filter(|&ms| ms > 10_000) {
+            return Err(format!("--fsync-ms {ms} is out of range: 0..=10000"));
+        }
+        check_writable(&self.data_dir)?;
+        Ok(Common {
+            data_dir: self.data_dir.clone(),
+            fsync_delay: self.fsync_ms.map(Duration::from_millis),
+        })
+    }
+}
+
+/// Fails early, before anything is written, if `dir` cannot be created or written.
+fn check_writable(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+    let probe = dir.join(".turnstile-write-test");
+    std::fs::write(&probe, b"ok")
+        .map_err(|e| format!("data directory {} is not writable: {e}", dir.display()))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct TicketsArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Rows in the scanned table (default 2,000,000; quick 200,000).
+    #[arg(long)]
+    rows: Option<u32>,
+    /// Policies (comma-separated). Default: all.
+    #[arg(long, value_delimiter = ',')]
+    policies: Option<Vec<String>>,
+}
+
+#[derive(Args)]
+pub struct OltpArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Rows in the table (default 100,000; quick 20,000).
+    #[arg(long)]
+    rows: Option<u32>,
+    /// Rows per range (default 1000).
+    #[arg(long)]
+    range: Option<u32>,
+    /// Client thread counts (comma-separated). Default 1,2,4,…,1024.
+    #[arg(long, value_delimiter = ',')]
+    threads: Option<Vec<usize>>,
+    /// Seconds per point (default 2; quick 0.5).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Folder for the TPS chart.
+    #[arg(long, default_value = "reports/repro-oltp")]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+pub struct PileupArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Table counts (comma-separated). Default 4,8,16.
+    #[arg(long, value_delimiter = ',')]
+    tables: Option<Vec<usize>>,
+    /// Seconds per run (default 5; quick 1.5).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Folder for the charts.
+    #[arg(long, default_value = "reports/repro-pileup")]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+pub struct AllArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The report folder.
+    #[arg(long, default_value = "reports/repro")]
+    out: PathBuf,
+}
+
+impl Progress for Bar {
+    fn step(&mut self, what: &str) {
+        Bar::step(self, what);
+    }
+    fn load(&mut self, done: u64, total: u64) {
+        self.load(done, total);
+    }
+}
+
+fn seconds(s: Option<f64>, default: Duration) -> Result<Duration, String> {
+    match s {
+        None => Ok(default),
+        Some(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(Duration::from_secs_f64(v)),
+        Some(v) => Err(format!(
+            "--seconds {v} is out of range: more than 0, at most 3600"
+        )),
+    }
+}
+
+fn positive<T: PartialOrd + Default + std::fmt::Display + Copy>(
+    what: &str,
+    v: T,
+) -> Result<T, String> {
+    if v > T::default() {
+        Ok(v)
+    } else {
+        Err(format!("{what} must be positive, got {v}"))
+    }
+}
+
+fn tickets_config(a: &TicketsArgs) -> Result<tickets::TicketsConfig, String> {
+    let mut c = if a.common.quick {
+        tickets::TicketsConfig::quick()
+    } else {
+        tickets::TicketsConfig::full()
+    };
+    if let Some(r) = a.rows {
+        c.rows = positive("--rows", r)?;
+    }
+    if let Some(p) = &a.policies {
+        c.policies = p
+            .iter()
+            .map(|s| s.parse::<Policy>().map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(c)
+}
+
+fn oltp_config(a: &OltpArgs) -> Result<oltp::OltpConfig, String> {
+    let mut c = if a.common.quick {
+        oltp::OltpConfig::quick()
+    } else {
+        oltp::OltpConfig::full()
+    };
+    if let Some(r) = a.rows {
+        c.rows = positive("--rows", r)?;
+    }
+    if let Some(r) = a.range {
+        c.range = positive("--range", r)?;
+    }
+    if c.range > c.rows {
+        return Err(format!(
+            "--range {} is larger than the table ({} rows)",
+            c.range, c.rows
+        ));
+    }
+    if let Some(t) = &a.threads {
+        if t.is_empty() || t.contains(&0) || t.iter().any(|&x| x > 16_384) {
+            return Err("--threads must be between 1 and 16384".into());
+        }
+        c.threads = t.clone();
+    }
+    c.duration = seconds(a.seconds, c.duration)?;
+    Ok(c)
+}
+
+fn pileup_config(a: &PileupArgs) -> Result<pileup::PileupConfig, String> {
+    let mut c = if a.common.quick {
+        pileup::PileupConfig::quick()
+    } else {
+        pileup::PileupConfig::full()
+    };
+    if let Some(t) = &a.tables {
+        if t.is_empty() || t.contains(&0) || t.iter().any(|&x| x > 1000) {
+            return Err("--tables must be between 1 and 1000".into());
+        }
+        c.tables = t.clone();
+    }
+    c.duration = seconds(a.seconds, c.duration)?;
+    Ok(c)
+}
+
+fn emit<T: Serialize>(json: bool, value: &T, markdown: String) -> Result<(), String> {
+    use std::io::Write;
+    let text = if json {
+        serde_json::to_string_pretty(value).map_err(|e| e.to_string())? + "\n"
+    } else {
+        markdown
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(text.as_bytes())
+        .map_err(|e| e.to_string())
+}
+
+fn err(e: ReproError) -> String {
+    match e {
+        ReproError::Interrupted => "interrupted (Ctrl-C): the data directory is consistent".into(),
+        e => e.to_string(),
+    }
+}
+
+/// TPS against threads, one line per gate setting, and the seed's two lines.
+pub fn oltp_chart(r: &oltp::OltpReport, dir: &Path) -> Result<String, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut series: Vec<Series> = r
+        .config
+        .settings
+        .iter()
+        .map(|s| Series {
+            name: s.name.to_string(),
+            points: r
+                .runs
+                .iter()
+                .filter(|x| x.policy == s.name)
+                .map(|x| (x.threads as f64, x.tps))
+                .collect(),
+        })
+        .collect();
+    let threads = turnstile_bench::gate::DEFAULT_THREADS;
+    series.push(Series {
+        name: "seed 001 FLIFO (8 cores)".into(),
+        points: threads
+            .iter()
+            .zip(oltp::SEED_TPS)
+            .map(|(&t, s)| (t as f64, s.0))
+            .collect(),
+    });
+    series.push(Series {
+        name: "seed 001 FIFO (8 cores)".into(),
+        points: threads
+            .iter()
+            .zip(oltp::SEED_TPS)
+            .map(|(&t, s)| (t as f64, s.1))
+            .collect(),
+    });
+    let path = dir.join("oltp-tps.svg");
+    LineChart {
+        title: "OLTP read-only: transactions per second against client threads".into(),
+        x_label: "client threads".into(),
+        y_label: "TPS".into(),
+        log_y: false,
+        linear_x: false,
+        series,
+    }
+    .write_svg(&path)?;
+    Ok(path.display().to_string())
+}
+
+/// Queries per second against tables for each mode, and each run's time series.
+pub fn pileup_charts(r: &pileup::PileupReport, dir: &Path) -> Result<Vec<String>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut out = Vec::new();
+    let by_mode = ["hold-slot", "release-slot"].map(|m| Series {
+        name: m.to_string(),
+        points: r
+            .runs
+            .iter()
+            .filter(|x| x.mode == m)
+            .map(|x| (x.tables as f64, x.queries_per_s.max(0.1)))
+            .collect(),
+    });
+    let path = dir.join("pileup-queries.svg");
+    LineChart {
+        title: "Pileup: queries per second against tables (insert+query session per table)".into(),
+        x_label: "tables".into(),
+        y_label: "queries/s (log)".into(),
+        log_y: true,
+        linear_x: false,
+        series: by_mode.to_vec(),
+    }
+    .write_svg(&path)?;
+    out.push(path.display().to_string());
+    let series = r
+        .runs
+        .iter()
+        .map(|x| Series {
+            name: format!("{} tables, {}", x.tables, x.mode),
+            points: x
+                .series
+                .iter()
+                .map(|s| (s.t_ms as f64 / 1000.0, s.queries as f64))
+                .collect(),
+        })
+        .collect();
+    let path = dir.join("pileup-timeline.svg");
+    LineChart {
+        title: "Pileup: queries per sample interval over time".into(),
+        x_label: "seconds".into(),
+        y_label: "queries per interval".into(),
+        log_y: false,
+        linear_x: true,
+        series,
+    }
+    .write_svg(&path)?;
+    out.push(path.display().to_string());
+    Ok(out)
+}
+
+#[derive(Serialize)]
+struct AllResults {
+    tickets: tickets::TicketsReport,
+    oltp: oltp::OltpReport,
+    pileup: pileup::PileupReport,
+}
+
+/// Runs a repro command.
+pub fn run(cmd: &Repro) -> Result<(), String> {
+    match cmd {
+        Repro::Tickets(a) => {
+            let cfg = tickets_config(a)?;
+            let c = a.common.common()?;
+            let mut bar = Bar::new(2 + cfg.policies.len() * cfg.tickets.len());
+            let r = tickets::run(&c, &cfg, &mut bar).map_err(err);
+            bar.finish();
+            let r = r?;
+            emit(a.common.json, &r, tickets::markdown(&r))
+        }
+        Repro::Oltp(a) => {
+            let cfg = oltp_config(a)?;
+            let c = a.common.common()?;
+            let mut bar = Bar::new(1 + cfg.settings.len() * cfg.threads.len());
+            let r = oltp::run(&c, &cfg, &mut bar).map_err(err);
+            bar.finish();
+            let r = r?;
+            eprintln!("chart: {}", oltp_chart(&r, &a.out)?);
+            emit(a.common.json, &r, oltp::markdown(&r))
+        }
+        Repro::Pileup(a) => {
+            let cfg = pileup_config(a)?;
+            let c = a.common.common()?;
+            let steps: usize = cfg.tables.iter().map(|n| 2 * (n + 1)).sum();
+            let mut bar = Bar::new(steps);
+            let r = pileup::run(&c, &cfg, &mut bar).map_err(err);
+            bar.finish();
+            let r = r?;
+            eprintln!("charts: {}", pileup_charts(&r, &a.out)?.join(", "));
+            emit(a.common.json, &r, pileup::markdown(&r))
+        }
+        Repro::All(a) => all(a),
+    }
+}
+
+fn all(a: &AllArgs) -> Result<(), String> {
+    let c = a.common.common()?;
+    let quick = a.common.quick;
+    let (t, o, p) = if quick {
+        (
+            tickets::TicketsConfig::quick(),
+            oltp::OltpConfig::quick(),
+            pileup::PileupConfig::quick(),
+        )
+    } else {
+        (
+            tickets::TicketsConfig::full(),
+            oltp::OltpConfig::full(),
+            pileup::PileupConfig::full(),
+        )
+    };
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| format!("cannot create report folder {}: {e}", a.out.display()))?;
+    let steps = 2
+        + t.policies.len() * t.tickets.len()
+        + 1
+        + o.settings.len() * o.threads.len()
+        + p.tables.iter().map(|n| 2 * (n + 1)).sum::<usize>();
+    let mut bar = Bar::new(steps);
+    let started = std::time::Instant::now();
+    let result = (|| -> Result<AllResults, ReproError> {
+        Ok(AllResults {
+            tickets: tickets::run(&c, &t, &mut bar)?,
+            oltp: oltp::run(&c, &o, &mut bar)?,
+            pileup: pileup::run(&c, &p, &mut bar)?,
+        })
+    })();
+    bar.finish();
+    let r = result.map_err(err)?;
+    let mut charts = vec![oltp_chart(&r.oltp, &a.out)?];
+    charts.extend(pileup_charts(&r.pileup, &a.out)?);
+    let json = serde_json::to_string_pretty(&r).map_err(|e| e.to_string())? + "\n";
+    std::fs::write(a.out.join("results.json"), &json)
+        .map_err(|e| format!("cannot write results.json: {e}"))?;
+    let machine = turnstile_bench::gate::Machine::here();
+    let mut md = format!(
+        "# turnstile: the seed experiments on the embedded engine\n\n\
+         Machine: {} cpus, {}. Run took {:.0} s{}. Every figure below was measured in this run; the seed's published \
+         figures are beside ours for shape, not for equality (other hardware, other engine).\n\n\
+         Charts: {}\n\n",
+        machine.cpus,
+        machine.os,
+        started.elapsed().as_secs_f64(),
+        if quick { " (--quick sizes)" } else { "" },
+        charts
+            .iter()
+            .map(|p| format!(
+                "[{}]({})",
+                Path::new(p).file_name().unwrap().to_string_lossy(),
+                Path::new(p).file_name().unwrap().to_string_lossy()
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    md.push_str(&tickets::markdown(&r.tickets));
+    md.push('\n');
+    md.push_str(&oltp::markdown(&r.oltp));
+    md.push('\n');
+    md.push_str(&pileup::markdown(&r.pileup));
+    std::fs::write(a.out.join("report.md"), &md)
+        .map_err(|e| format!("cannot write report.md: {e}"))?;
+    eprintln!("report: {}", a.out.join("report.md").display());
+    emit(a.common.json, &r, md)
+}
+
+/// Installs the Ctrl-C handler: ask the reproductions to stop.
+pub fn install_ctrlc() {
+    let _ = ctrlc::set_handler(|| {
+        eprintln!("\nstopping at the end of the current statements (Ctrl-C again to abort)…");
+        if repro::stopped() {
+            std::process::exit(130);
+        }
+        repro::request_stop();
+    });
+}
