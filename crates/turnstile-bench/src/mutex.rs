@@ -108,7 +108,7 @@ pub trait BenchLock: Send + Sync + 'static {
         Self: Sized;
     /// Runs `f` while holding the lock.
     fn with<R>(&self, f: impl FnOnce() -> R) -> R;
-    /// (sleeps, wake-ups) so far, for locks that count them.
+    /// (acquisitions that slept, wake-ups) so far, for locks that count them.
     fn sleeps_and_wakeups(&self) -> Option<(u64, u64)> {
         None
     }
@@ -137,7 +137,7 @@ impl BenchLock for Raw<RawTurnstileMutex<LockCounters>> {
     }
     fn sleeps_and_wakeups(&self) -> Option<(u64, u64)> {
         let c = self.0.stats().snapshot();
-        Some((c.parks, c.wakeups))
+        Some((c.slept_acquires, c.wakeups))
     }
 }
 
@@ -150,7 +150,7 @@ impl BenchLock for Raw<InnodbMutex> {
     }
     fn sleeps_and_wakeups(&self) -> Option<(u64, u64)> {
         let s = self.0.stats();
-        Some((s.os_waits, s.wakeups))
+        Some((s.slept_acquisitions, s.wakeups))
     }
 }
 
@@ -348,7 +348,7 @@ pub struct MutexResult {
     pub cs_per_loop: f64,
     /// Wake-ups per acquisition that slept (`null` for locks that cannot count them).
     pub wakeups_per_acquire: Option<f64>,
-    /// Fraction of acquisitions that slept (`null` where not counted).
+    /// Fraction of acquisitions that slept at least once (`null` where not counted).
     pub sleeps_per_loop: Option<f64>,
     /// Fewest over most loops per thread.
     pub fairness: f64,

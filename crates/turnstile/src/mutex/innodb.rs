@@ -156,6 +156,10 @@ pub struct InnodbMutexStats {
     pub os_waits: u64,
     /// Returns from the condition variable (every broadcast wakes every sleeper).
     pub wakeups: u64,
+    /// Acquisitions that slept at least once: `wakeups / slept_acquisitions` is how many times
+    /// a sleeping thread was woken before it got the lock (1 for a wake-one lock; it grows with
+    /// the number of sleepers under a broadcast).
+    pub slept_acquisitions: u64,
 }
 
 /// The InnoDB 5.6 mutex. See the module documentation.
@@ -172,6 +176,7 @@ pub struct InnodbMutex {
     yields: AtomicU64,
     os_waits: AtomicU64,
     wakeups: AtomicU64,
+    slept_acquisitions: AtomicU64,
 }
 
 impl Default for InnodbMutex {
@@ -217,6 +222,7 @@ impl InnodbMutex {
             yields: AtomicU64::new(0),
             os_waits: AtomicU64::new(0),
             wakeups: AtomicU64::new(0),
+            slept_acquisitions: AtomicU64::new(0),
         }
     }
 
@@ -256,6 +262,7 @@ impl InnodbMutex {
         Self::add_locked(&self.yields, yields);
         Self::add_locked(&self.os_waits, os_waits);
         Self::add_locked(&self.wakeups, wakeups);
+        Self::add_locked(&self.slept_acquisitions, (os_waits > 0) as u64);
     }
 
     /// `mutex_enter_nowait`.
@@ -345,6 +352,7 @@ impl InnodbMutex {
             yields: self.yields.load(Ordering::Relaxed),
             os_waits: self.os_waits.load(Ordering::Relaxed),
             wakeups: self.wakeups.load(Ordering::Relaxed),
+            slept_acquisitions: self.slept_acquisitions.load(Ordering::Relaxed),
         }
     }
 }

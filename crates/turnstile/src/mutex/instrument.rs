@@ -31,6 +31,7 @@ pub struct LockCounters {
     wakeups: AtomicU64,
     wakes_sent: AtomicU64,
     handoffs: AtomicU64,
+    slept_acquires: AtomicU64,
 }
 
 impl LockStats for LockCounters {
@@ -41,6 +42,7 @@ impl LockStats for LockCounters {
         wakeups: AtomicU64::new(0),
         wakes_sent: AtomicU64::new(0),
         handoffs: AtomicU64::new(0),
+        slept_acquires: AtomicU64::new(0),
     };
     fn spun(&self, n: u32) {
         self.spins.fetch_add(n as u64, Ordering::Relaxed);
@@ -57,6 +59,9 @@ impl LockStats for LockCounters {
     fn handoff(&self) {
         self.handoffs.fetch_add(1, Ordering::Relaxed);
     }
+    fn slept_acquire(&self) {
+        self.slept_acquires.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// A copy of [`LockCounters`].
@@ -72,6 +77,8 @@ pub struct LockCountersSnapshot {
     pub wakes_sent: u64,
     /// Direct hand-offs to a starving waiter.
     pub handoffs: u64,
+    /// Acquisitions that slept at least once.
+    pub slept_acquires: u64,
 }
 
 impl LockCounters {
@@ -83,6 +90,7 @@ impl LockCounters {
             wakeups: self.wakeups.load(Ordering::Relaxed),
             wakes_sent: self.wakes_sent.load(Ordering::Relaxed),
             handoffs: self.handoffs.load(Ordering::Relaxed),
+            slept_acquires: self.slept_acquires.load(Ordering::Relaxed),
         }
     }
 }

@@ -109,6 +109,8 @@ pub trait LockStats {
     fn park(&self) {}
     /// Returned from a futex sleep because another thread woke it.
     fn woken(&self) {}
+    /// Acquired the lock after sleeping at least once.
+    fn slept_acquire(&self) {}
     /// An unlock woke a waiter.
     fn wake_sent(&self) {}
     /// An unlock handed ownership directly to a waiter (starvation mode).
@@ -305,7 +307,10 @@ fn lock_slow_with<W: Word, S: LockStats>(
                 // ask again when they next re-park.
                 let new = (s - WAITER) & !(HANDOFF | WOKEN | STARVING);
                 match w.cas(s, new) {
-                    Ok(_) => return true,
+                    Ok(_) => {
+                        stats.slept_acquire();
+                        return true;
+                    }
                     Err(x) => s = x,
                 }
                 continue;
@@ -316,7 +321,10 @@ fn lock_slow_with<W: Word, S: LockStats>(
                     new &= !STARVING;
                 }
                 match w.cas(s, new) {
-                    Ok(_) => return true,
+                    Ok(_) => {
+                        stats.slept_acquire();
+                        return true;
+                    }
                     Err(x) => s = x,
                 }
                 continue;
