@@ -10,6 +10,7 @@ use turnstile_bench::gate::{self as gate_bench, GateBenchConfig, GateBenchReport
 use turnstile_bench::mutex::{self as mutex_bench, LockVariant, MutexBenchConfig};
 
 mod repro_cmd;
+mod sim_cmd;
 mod table;
 
 #[derive(Parser)]
@@ -31,6 +32,8 @@ enum Command {
     /// Reproduce the seed experiments on the embedded engine.
     #[command(subcommand)]
     Repro(repro_cmd::Repro),
+    /// Simulate an N-core machine running the same gate policies.
+    Sim(sim_cmd::SimArgs),
 }
 
 #[derive(Subcommand)]
@@ -275,6 +278,7 @@ fn main() -> ExitCode {
     repro_cmd::install_ctrlc();
     let result = match &cli.command {
         Command::Repro(r) => repro_cmd::run(r),
+        Command::Sim(a) => sim_cmd::run(a),
         Command::Bench(Bench::Gate(args)) => bench_gate(args),
         Command::Bench(Bench::Mutex(args)) => bench_mutex(args),
     };

@@ -371,3 +371,75 @@ fn repro_bad_input_exits_2_and_writes_nothing() {
     assert!(!data.exists());
     let _ = std::fs::remove_dir_all(&data);
 }
+
+#[test]
+fn sim_scenarios_run_with_json_and_a_toml_config() {
+    let dir = temp("sim");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("small.toml");
+    std::fs::write(
+        &cfg,
+        "threads = [1, 32]\nseconds = 1.0\nwarmup_seconds = 0.2\n[machine]\ncores = 2\n",
+    )
+    .unwrap();
+    let out = turnstile(&[
+        "sim",
+        "oltp",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--json",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["params"]["machine"]["cores"], 2);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 4);
+    assert!(v["events"].as_u64().unwrap() > 0 && v["events_per_s"].as_f64().unwrap() > 0.0);
+    assert!(dir.join("sim-oltp-tps.svg").is_file());
+
+    let mva = dir.join("mva.toml");
+    std::fs::write(&mva, "n = [1, 4]\ncompletions = 5000\n").unwrap();
+    let out = turnstile(&[
+        "sim",
+        "mva-check",
+        "--config",
+        mva.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for p in v["points"].as_array().unwrap() {
+        for key in ["n", "sim_throughput", "mva_throughput", "rel_err"] {
+            assert!(!p[key].is_null(), "missing {key}");
+        }
+    }
+    for s in ["pileup", "tickets"] {
+        let out = turnstile(&["sim", s, "--quick", "--json"]);
+        assert!(
+            out.status.success(),
+            "{s}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sim_bad_config_exits_2_naming_the_problem() {
+    let dir = temp("sim-bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("bad.toml");
+    std::fs::write(&cfg, "thread = [1]\n").unwrap();
+    let out = turnstile(&["sim", "oltp", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `thread`"));
+    let out = turnstile(&["sim", "oltp", "--config", "/nonexistent.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

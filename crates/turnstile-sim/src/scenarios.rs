@@ -1,0 +1,727 @@
+//! The scenarios of `turnstile sim`: the seeds at their own scale, and the check against exact
+//! Mean Value Analysis. Every parameter has a default with its reason; a TOML file can override
+//! any of them (`--config`).
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use turnstile::{GateConfig, Policy};
+
+use crate::engine::Sim;
+use crate::machine::MachineConfig;
+use crate::workload::{inserter, querier, CentralServer, Oltp, OltpCosts, Scan};
+
+const NS: f64 = 1e9;
+
+fn gate(policy: Policy, limit: u32, tickets: u32, sleep_us: u64) -> GateConfig {
+    GateConfig::new(policy)
+        .limit(limit)
+        .tickets(tickets)
+        .sleep_delay(Duration::from_micros(sleep_us))
+}
+
+/// Speed of a scenario's simulation.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Speed {
+    /// Events simulated.
+    pub events: u64,
+    /// Events per second of wall time.
+    pub events_per_s: f64,
+    /// Wall time, s.
+    pub wall_s: f64,
+}
+
+struct Clock {
+    start: Instant,
+    events: u64,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        Clock {
+            start: Instant::now(),
+            events: 0,
+        }
+    }
+    fn add(&mut self, sim: &Sim) {
+        self.events += sim.events;
+    }
+    fn speed(&self) -> Speed {
+        let wall = self.start.elapsed().as_secs_f64();
+        Speed {
+            events: self.events,
+            events_per_s: self.events as f64 / wall.max(1e-9),
+            wall_s: wall,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MVA check
+
+/// Exact MVA for a closed network of queueing stations with demands `d` (s) and think time `z`
+/// (s): throughput and response time at population `n`.
+pub fn mva(d: &[f64], z: f64, n: usize) -> (f64, f64) {
+    let mut q = vec![0.0; d.len()];
+    let (mut x, mut r_total) = (0.0, 0.0);
+    for pop in 1..=n {
+        let r: Vec<f64> = d.iter().zip(&q).map(|(dk, qk)| dk * (1.0 + qk)).collect();
+        r_total = r.iter().sum();
+        x = pop as f64 / (z + r_total);
+        for (qk, rk) in q.iter_mut().zip(&r) {
+            *qk = x * rk;
+        }
+    }
+    (x, r_total)
+}
+
+/// Settings of the MVA check.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MvaParams {
+    /// Populations.
+    pub n: Vec<usize>,
+    /// Mean CPU demand, ms (exponential; one core, run to completion: an M/M/1 FCFS station).
+    pub cpu_ms: f64,
+    /// Mean disk demand, ms (exponential, FCFS).
+    pub disk_ms: f64,
+    /// Mean think time, ms.
+    pub think_ms: f64,
+    /// Completions to measure per population (after as many again of warm-up).
+    pub completions: u64,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Default for MvaParams {
+    fn default() -> Self {
+        MvaParams {
+            n: vec![1, 2, 4, 8, 16, 32, 64, 128, 256],
+            cpu_ms: 1.0,
+            disk_ms: 1.5,
+            think_ms: 5.0,
+            completions: 200_000,
+            seed: 1,
+        }
+    }
+}
+
+/// One population of the MVA check.
+#[derive(Debug, Clone, Serialize)]
+pub struct MvaPoint {
+    /// Population.
+    pub n: usize,
+    /// Simulated throughput, per s.
+    pub sim_throughput: f64,
+    /// MVA throughput, per s.
+    pub mva_throughput: f64,
+    /// Relative error of throughput.
+    pub rel_err: f64,
+    /// Simulated response time (CPU + disk), ms.
+    pub sim_response_ms: f64,
+    /// MVA response time, ms.
+    pub mva_response_ms: f64,
+    /// Relative error of response time.
+    pub response_rel_err: f64,
+    /// Little's law: mean number at CPU+disk over throughput × response time, minus 1.
+    pub little_err: f64,
+}
+
+/// The MVA check's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct MvaReport {
+    /// Settings.
+    pub params: MvaParams,
+    /// Points.
+    pub points: Vec<MvaPoint>,
+    /// Speed.
+    #[serde(flatten)]
+    pub speed: Speed,
+}
+
+/// Runs the MVA check: every overhead at zero, one core, no gate.
+pub fn mva_check(p: &MvaParams) -> Result<MvaReport, String> {
+    if p.n.is_empty() || p.n.contains(&0) || p.completions == 0 {
+        return Err("mva-check: populations and completions must be positive".into());
+    }
+    let mut clock = Clock::new();
+    let mut points = Vec::new();
+    for &n in &p.n {
+        let mut sim = Sim::new(
+            MachineConfig::ideal(1),
+            GateConfig::new(Policy::Unlimited),
+            p.seed ^ n as u64,
+        )?;
+        for _ in 0..n {
+            sim.spawn(Box::new(CentralServer::new(
+                p.think_ms * 1e6,
+                p.cpu_ms * 1e6,
+                p.disk_ms * 1e6,
+            )));
+        }
+        let (x_mva, r_mva) = mva(&[p.cpu_ms / 1e3, p.disk_ms / 1e3], p.think_ms / 1e3, n);
+        // Run long enough for the wanted completions at the predicted rate.
+        let span = (p.completions as f64 / x_mva * NS) as u64;
+        sim.run_until(span);
+        sim.reset_stats();
+        sim.run_until(2 * span);
+        let k = sim.kinds.first().cloned().unwrap_or_default();
+        let secs = sim.measured_secs();
+        let x = k.count as f64 / secs;
+        let r = k.response_sum / k.count.max(1) as f64 / NS;
+        let l = sim.mean_in_system();
+        clock.add(&sim);
+        points.push(MvaPoint {
+            n,
+            sim_throughput: x,
+            mva_throughput: x_mva,
+            rel_err: (x - x_mva) / x_mva,
+            sim_response_ms: r * 1e3,
+            mva_response_ms: r_mva * 1e3,
+            response_rel_err: (r - r_mva) / r_mva,
+            little_err: l / (x * r) - 1.0,
+        });
+    }
+    Ok(MvaReport {
+        params: p.clone(),
+        points,
+        speed: clock.speed(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seed 000
+
+/// Settings of the tickets scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TicketsParams {
+    /// The machine (default: 4 cores, default overheads).
+    pub machine: MachineConfig,
+    /// Rows per scan (the seed's table).
+    pub rows: u64,
+    /// CPU per row, ns: 16.2 s / 9,028,285 rows = 1794 ns (the seed's scan alone).
+    pub row_ns: u64,
+    /// Ticket settings.
+    pub tickets: Vec<u32>,
+    /// Policy (the seed ran MySQL 5.5: classic).
+    #[serde(with = "policy_name")]
+    pub policy: Policy,
+    /// Sleep delay, µs (default 10000).
+    pub sleep_delay_us: u64,
+    /// Wake-up base latencies to sweep, µs: does any plausible one produce the seed's 95 s?
+    pub wake_sweep_us: Vec<u64>,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Default for TicketsParams {
+    fn default() -> Self {
+        TicketsParams {
+            machine: MachineConfig {
+                cores: 4,
+                ..MachineConfig::default()
+            },
+            rows: 9_028_285,
+            row_ns: 1794,
+            tickets: vec![500, 10_000_000],
+            policy: Policy::Classic,
+            sleep_delay_us: 10_000,
+            wake_sweep_us: vec![20, 200, 1000, 3500],
+            seed: 1,
+        }
+    }
+}
+
+mod policy_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use turnstile::Policy;
+
+    pub fn serialize<S: Serializer>(p: &Policy, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(p.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Policy, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One tickets run.
+#[derive(Debug, Clone, Serialize)]
+pub struct TicketsRun {
+    /// Policy.
+    pub policy: &'static str,
+    /// Tickets.
+    pub tickets: u32,
+    /// Wake-up base latency used, µs.
+    pub wake_base_us: u64,
+    /// Rows per scan.
+    pub rows: u64,
+    /// Scan alone, s.
+    pub alone_s: f64,
+    /// The two concurrent scans, s.
+    pub concurrent_s: Vec<f64>,
+    /// Admissions per concurrent scan.
+    pub handoffs: f64,
+    /// Sleeps before queueing, over both scans.
+    pub sleeps: u64,
+    /// Queue waits over both scans.
+    pub queue_waits: u64,
+    /// Mean hand-off latency, µs.
+    pub wake_latency_us: f64,
+}
+
+/// The tickets report.
+#[derive(Debug, Clone, Serialize)]
+pub struct TicketsReport {
+    /// Settings.
+    pub params: TicketsParams,
+    /// Runs.
+    pub runs: Vec<TicketsRun>,
+    /// Speed.
+    #[serde(flatten)]
+    pub speed: Speed,
+}
+
+fn scans(
+    p: &TicketsParams,
+    m: &MachineConfig,
+    tickets: u32,
+    n: usize,
+) -> Result<(Vec<f64>, Sim), String> {
+    let mut sim = Sim::new(
+        m.clone(),
+        gate(p.policy, 1, tickets, p.sleep_delay_us),
+        p.seed,
+    )?;
+    for _ in 0..n {
+        sim.spawn(Box::new(Scan::new(p.rows, p.row_ns)));
+    }
+    let limit = (p.rows * p.row_ns) * 20 + 60 * 1_000_000_000;
+    sim.run_to_completion(limit);
+    if !sim.all_halted() {
+        return Err(format!(
+            "tickets: the scans did not finish within {} s",
+            limit / 1_000_000_000
+        ));
+    }
+    let done = sim.done_at.iter().map(|&t| t as f64 / NS).collect();
+    Ok((done, sim))
+}
+
+/// Runs seed 000 at its scale.
+pub fn tickets(p: &TicketsParams) -> Result<TicketsReport, String> {
+    let mut clock = Clock::new();
+    let mut runs = Vec::new();
+    for &wake in &p.wake_sweep_us {
+        let m = MachineConfig {
+            wake_base_ns: wake * 1000,
+            ..p.machine.clone()
+        };
+        for &t in &p.tickets {
+            let (alone, s1) = scans(p, &m, t, 1)?;
+            clock.add(&s1);
+            let (conc, s2) = scans(p, &m, t, 2)?;
+            clock.add(&s2);
+            let g = s2.gate_counts;
+            runs.push(TicketsRun {
+                policy: p.policy.name(),
+                tickets: t,
+                wake_base_us: wake,
+                rows: p.rows,
+                alone_s: alone[0],
+                concurrent_s: conc,
+                handoffs: g.admissions as f64 / 2.0,
+                sleeps: g.sleeps,
+                queue_waits: g.queue_waits,
+                wake_latency_us: g.handoff_latency_sum / g.handoffs.max(1) as f64 / 1e3,
+            });
+        }
+    }
+    Ok(TicketsReport {
+        params: p.clone(),
+        runs,
+        speed: clock.speed(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seed 001
+
+/// One gate configuration of the OLTP sweep.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OltpSetting {
+    /// Label.
+    pub name: String,
+    /// Policy.
+    #[serde(with = "policy_name")]
+    pub policy: Policy,
+    /// Limit.
+    pub limit: u32,
+    /// Tickets.
+    pub tickets: u32,
+    /// Sleep delay, µs.
+    pub sleep_delay_us: u64,
+}
+
+/// Settings of the OLTP scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OltpParams {
+    /// The machine (default: the seed's 8 cores, default overheads).
+    pub machine: MachineConfig,
+    /// Client thread counts (the seed's eleven, 1…1024).
+    pub threads: Vec<usize>,
+    /// Simulated seconds per point (the seed ran 180).
+    pub seconds: f64,
+    /// Warm-up seconds per point (not measured).
+    pub warmup_seconds: f64,
+    /// CPU per point select, µs.
+    pub point_us: f64,
+    /// CPU per range row, µs. With the defaults a transaction costs ~10.8 ms of CPU, so 8
+    /// cores peak near the seed's ~720 TPS.
+    pub row_us: f64,
+    /// Rows per range (the seed's 1000).
+    pub range: u64,
+    /// CPU of one sort of a range's rows, µs (outside the gate).
+    pub sort_us: f64,
+    /// The gate settings (the seed's FIFO and FLIFO).
+    pub settings: Vec<OltpSetting>,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Default for OltpParams {
+    fn default() -> Self {
+        OltpParams {
+            machine: MachineConfig::default(),
+            threads: vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+            seconds: 180.0,
+            warmup_seconds: 5.0,
+            point_us: 20.0,
+            row_us: 2.5,
+            range: 1000,
+            sort_us: 300.0,
+            settings: vec![
+                OltpSetting {
+                    name: "classic".into(),
+                    policy: Policy::Classic,
+                    limit: 32,
+                    tickets: 5000,
+                    sleep_delay_us: 10_000,
+                },
+                OltpSetting {
+                    name: "flifo".into(),
+                    policy: Policy::Flifo,
+                    limit: 16,
+                    tickets: 500,
+                    sleep_delay_us: 0,
+                },
+            ],
+            seed: 1,
+        }
+    }
+}
+
+/// One OLTP point.
+#[derive(Debug, Clone, Serialize)]
+pub struct OltpRun {
+    /// Setting label.
+    pub policy: String,
+    /// Threads.
+    pub threads: usize,
+    /// Transactions per second.
+    pub tps: f64,
+    /// Mean transaction latency, ms.
+    pub mean_ms: f64,
+    /// Mean threads holding a slot.
+    pub mean_inside: f64,
+    /// Most threads holding a slot.
+    pub max_inside: u32,
+    /// Mean hand-off latency, µs.
+    pub wake_latency_us: f64,
+    /// LIFO admissions per second.
+    pub lifo_per_s: f64,
+    /// Little's law: mean in system ÷ (throughput × response) − 1.
+    pub little_err: f64,
+}
+
+/// The OLTP report.
+#[derive(Debug, Clone, Serialize)]
+pub struct OltpReport {
+    /// Settings.
+    pub params: OltpParams,
+    /// Points.
+    pub runs: Vec<OltpRun>,
+    /// Speed.
+    #[serde(flatten)]
+    pub speed: Speed,
+}
+
+/// Runs seed 001 at its scale.
+pub fn oltp(p: &OltpParams) -> Result<OltpReport, String> {
+    let costs = OltpCosts {
+        point_ns: (p.point_us * 1e3) as u64,
+        row_ns: (p.row_us * 1e3) as u64,
+        range: p.range,
+        sort_ns: (p.sort_us * 1e3) as u64,
+    };
+    let mut clock = Clock::new();
+    let mut runs = Vec::new();
+    for s in &p.settings {
+        for &t in &p.threads {
+            let mut sim = Sim::new(
+                p.machine.clone(),
+                gate(s.policy, s.limit, s.tickets, s.sleep_delay_us),
+                p.seed ^ t as u64,
+            )?;
+            for _ in 0..t {
+                sim.spawn(Box::new(Oltp::new(costs)));
+            }
+            let warm = (p.warmup_seconds * NS) as u64;
+            sim.run_until(warm);
+            sim.reset_stats();
+            sim.run_until(warm + (p.seconds * NS) as u64);
+            let k = sim.kinds.first().cloned().unwrap_or_default();
+            let secs = sim.measured_secs();
+            let x = k.count as f64 / secs;
+            let r = k.response_sum / k.count.max(1) as f64 / NS;
+            let l = sim.mean_in_system();
+            let g = sim.gate_counts;
+            runs.push(OltpRun {
+                policy: s.name.clone(),
+                threads: t,
+                tps: x,
+                mean_ms: r * 1e3,
+                mean_inside: sim.mean_inside(),
+                max_inside: sim.max_inside,
+                wake_latency_us: g.handoff_latency_sum / g.handoffs.max(1) as f64 / 1e3,
+                lifo_per_s: g.lifo as f64 / secs,
+                little_err: if k.count > 0 { l / (x * r) - 1.0 } else { 0.0 },
+            });
+            clock.add(&sim);
+        }
+    }
+    Ok(OltpReport {
+        params: p.clone(),
+        runs,
+        speed: clock.speed(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seed 004
+
+/// Settings of the pileup scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PileupParams {
+    /// The machine (the seed's 4 cores).
+    pub machine: MachineConfig,
+    /// Table counts.
+    pub tables: Vec<usize>,
+    /// Limit (the seed's 8).
+    pub limit: u32,
+    /// CPU per query, µs: 4 query sessions at the seed's 10,000 q/s on 4 cores leave ~100 µs
+    /// of CPU per query after the other work.
+    pub query_us: f64,
+    /// CPU of the insert call, µs.
+    pub insert_us: f64,
+    /// Binlog fsync on the seed's SATA disk, ms (~16 commits/s through one mutex).
+    pub fsync_ms: f64,
+    /// Simulated seconds per run.
+    pub seconds: f64,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Default for PileupParams {
+    fn default() -> Self {
+        PileupParams {
+            machine: MachineConfig {
+                cores: 4,
+                ..MachineConfig::default()
+            },
+            tables: vec![4, 8, 16],
+            limit: 8,
+            query_us: 100.0,
+            insert_us: 50.0,
+            fsync_ms: 60.0,
+            seconds: 30.0,
+            seed: 1,
+        }
+    }
+}
+
+/// One pileup run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PileupRun {
+    /// Tables.
+    pub tables: usize,
+    /// `hold-slot` or `release-slot`.
+    pub mode: &'static str,
+    /// Inserts per second.
+    pub inserts_per_s: f64,
+    /// Queries per second.
+    pub queries_per_s: f64,
+    /// Mean threads holding a slot.
+    pub mean_inside: f64,
+}
+
+/// The pileup report.
+#[derive(Debug, Clone, Serialize)]
+pub struct PileupReport {
+    /// Settings.
+    pub params: PileupParams,
+    /// Runs.
+    pub runs: Vec<PileupRun>,
+    /// Speed.
+    #[serde(flatten)]
+    pub speed: Speed,
+}
+
+/// Runs seed 004 at its scale.
+pub fn pileup(p: &PileupParams) -> Result<PileupReport, String> {
+    let mut clock = Clock::new();
+    let mut runs = Vec::new();
+    for &n in &p.tables {
+        for (mode, hold) in [("hold-slot", true), ("release-slot", false)] {
+            let mut sim = Sim::new(
+                p.machine.clone(),
+                gate(Policy::Classic, p.limit, 500, 10_000),
+                p.seed ^ n as u64,
+            )?;
+            for _ in 0..n {
+                sim.spawn(Box::new(inserter(
+                    (p.insert_us * 1e3) as u64,
+                    (p.fsync_ms * 1e6) as u64,
+                    hold,
+                )));
+                sim.spawn(Box::new(querier((p.query_us * 1e3) as u64)));
+            }
+            sim.run_until(NS as u64);
+            sim.reset_stats();
+            sim.run_until(NS as u64 + (p.seconds * NS) as u64);
+            let secs = sim.measured_secs();
+            let count = |k: usize| sim.kinds.get(k).map_or(0, |s| s.count) as f64 / secs;
+            runs.push(PileupRun {
+                tables: n,
+                mode,
+                inserts_per_s: count(0),
+                queries_per_s: count(1),
+                mean_inside: sim.mean_inside(),
+            });
+            clock.add(&sim);
+        }
+    }
+    Ok(PileupReport {
+        params: p.clone(),
+        runs,
+        speed: clock.speed(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_mva_matches_the_single_station_formula() {
+        // One station, no think time: X(n) = 1/D for every n.
+        let (x, r) = mva(&[0.01], 0.0, 5);
+        assert!((x - 100.0).abs() < 1e-9 && (r - 0.05).abs() < 1e-12);
+        // N = 1: X = 1/(Z + ΣD).
+        let (x, _) = mva(&[0.001, 0.0015], 0.005, 1);
+        assert!((x - 1.0 / 0.0075).abs() < 1e-9);
+    }
+
+    #[test]
+    fn with_zero_overheads_the_simulator_agrees_with_mva_and_littles_law() {
+        let r = mva_check(&MvaParams {
+            n: vec![1, 3, 8, 32],
+            completions: 60_000,
+            ..MvaParams::default()
+        })
+        .unwrap();
+        for p in &r.points {
+            assert!(p.rel_err.abs() < 0.02, "{p:?}");
+            assert!(p.response_rel_err.abs() < 0.03, "{p:?}");
+            assert!(p.little_err.abs() < 0.01, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_trace_and_another_seed_a_different_one() {
+        let run = |seed| {
+            let mut sim = Sim::new(
+                MachineConfig::default(),
+                gate(Policy::Flifo, 4, 100, 0),
+                seed,
+            )
+            .unwrap();
+            for _ in 0..20 {
+                sim.spawn(Box::new(Oltp::new(OltpCosts {
+                    point_ns: 20_000,
+                    row_ns: 2_500,
+                    range: 300,
+                    sort_ns: 100_000,
+                })));
+            }
+            sim.run_until(200_000_000);
+            (
+                sim.trace_hash,
+                sim.events,
+                sim.kinds.first().map_or(0, |k| k.count),
+            )
+        };
+        assert_eq!(run(7), run(7));
+        assert_ne!(run(7).0, run(8).0);
+    }
+
+    #[test]
+    fn a_scan_with_500_tickets_hands_the_slot_back_every_501_rows() {
+        let p = TicketsParams {
+            rows: 50_100,
+            row_ns: 100,
+            tickets: vec![500],
+            wake_sweep_us: vec![20],
+            ..TicketsParams::default()
+        };
+        let r = tickets(&p).unwrap();
+        let run = &r.runs[0];
+        assert_eq!(run.handoffs, 100.0, "{run:?}");
+        assert_eq!(run.concurrent_s.len(), 2);
+        // The slower of the two waited for the slot; the first can finish in its alone time
+        // while the other sleeps before queueing.
+        let slowest = run.concurrent_s.iter().copied().fold(0.0, f64::max);
+        assert!(slowest > run.alone_s, "{run:?}");
+    }
+
+    #[test]
+    fn each_scenario_runs_end_to_end_at_small_size() {
+        let o = oltp(&OltpParams {
+            threads: vec![1, 64],
+            seconds: 4.0,
+            warmup_seconds: 0.5,
+            ..OltpParams::default()
+        })
+        .unwrap();
+        assert_eq!(o.runs.len(), 4);
+        for r in &o.runs {
+            assert!(r.tps > 0.0, "{r:?}");
+            // classic: limit 32; flifo: 2 × its limit of 16.
+            assert!(r.max_inside <= 32, "{r:?}");
+            assert!(r.little_err.abs() < 0.05, "{r:?}");
+        }
+        let p = pileup(&PileupParams {
+            tables: vec![4, 16],
+            seconds: 3.0,
+            ..PileupParams::default()
+        })
+        .unwrap();
+        assert_eq!(p.runs.len(), 4);
+        assert!(p.speed.events > 0);
+    }
+}
