@@ -78,7 +78,7 @@ pub struct GateBenchConfig {
     /// Sleep delay of the gate, µs.
     pub sleep_delay_us: u64,
     /// Measured time per load point.
-    #[serde(serialize_with = "ser_ms", rename = "duration_ms")]
+    #[serde(serialize_with = "crate::stats::ser_ms", rename = "duration_ms")]
     pub duration: Duration,
     /// Repetitions of each fast-path measurement (the median is reported).
     pub reps: usize,
@@ -88,10 +88,6 @@ pub struct GateBenchConfig {
 
 fn ser_variants<S: serde::Serializer>(v: &[Variant], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(v.iter().map(|v| v.name()))
-}
-
-fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis() as u64)
 }
 
 /// Default thread counts: 1 to 1024 in powers of two, as seeds 001 and 002 swept.

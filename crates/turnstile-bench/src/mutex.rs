@@ -258,16 +258,12 @@ pub struct MutexBenchConfig {
     /// Hold times, ns of CPU work inside the critical section.
     pub hold_ns: Vec<u64>,
     /// Measured time per point.
-    #[serde(serialize_with = "ser_ms", rename = "duration_ms")]
+    #[serde(serialize_with = "crate::stats::ser_ms", rename = "duration_ms")]
     pub duration: Duration,
 }
 
 fn ser_variants<S: serde::Serializer>(v: &[LockVariant], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(v.iter().map(|v| v.name()))
-}
-
-fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis() as u64)
 }
 
 impl MutexBenchConfig {

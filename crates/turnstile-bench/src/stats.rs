@@ -1,5 +1,10 @@
 //! Small statistics helpers for reporting repeated measurements.
 
+/// Serialises a duration as whole milliseconds (the reports' `duration_ms` fields).
+pub fn ser_ms<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
 /// The median of `xs` (mean of the middle two for an even count); NaN when empty.
 pub fn median(xs: &[f64]) -> f64 {
     if xs.is_empty() {

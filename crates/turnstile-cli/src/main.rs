@@ -235,18 +235,25 @@ impl Progress {
     }
 }
 
+/// Prints `value` as JSON, or `text` for people, on stdout.
+pub(crate) fn emit<T: serde::Serialize>(json: bool, value: &T, text: String) -> Result<(), String> {
+    let s = if json {
+        serde_json::to_string_pretty(value).map_err(|e| e.to_string())? + "\n"
+    } else {
+        text
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(s.as_bytes())
+        .map_err(|e| e.to_string())
+}
+
 fn bench_gate(args: &GateArgs) -> Result<(), String> {
     let cfg = args.config()?;
     let mut progress = Progress::new(cfg.variants.len() * (1 + cfg.threads.len()));
     let report: GateBenchReport = gate_bench::run(&cfg, &mut |s| progress.step(s));
     progress.finish();
-    let mut out = std::io::stdout().lock();
-    let text = if args.json {
-        serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n"
-    } else {
-        table::gate_report(&report)
-    };
-    out.write_all(text.as_bytes()).map_err(|e| e.to_string())
+    emit(args.json, &report, table::gate_report(&report))
 }
 
 fn bench_mutex(args: &MutexArgs) -> Result<(), String> {
@@ -262,15 +269,7 @@ fn bench_mutex(args: &MutexArgs) -> Result<(), String> {
     let saved = args.out.join("results.json");
     std::fs::write(&saved, &json).map_err(|e| format!("cannot write {}: {e}", saved.display()))?;
     eprintln!("wrote {} and {}", saved.display(), charts.join(", "));
-    let text = if args.json {
-        json
-    } else {
-        table::mutex_report(&report)
-    };
-    std::io::stdout()
-        .lock()
-        .write_all(text.as_bytes())
-        .map_err(|e| e.to_string())
+    emit(args.json, &report, table::mutex_report(&report))
 }
 
 fn main() -> ExitCode {

@@ -9,6 +9,7 @@ use turnstile::Policy;
 use turnstile_bench::chart::{LineChart, Series};
 use turnstile_bench::repro::{self, oltp, pileup, tickets, Common, Progress, ReproError};
 
+use crate::emit;
 use crate::Progress as Bar;
 
 #[derive(Subcommand)]
@@ -213,19 +214,6 @@ fn pileup_config(a: &PileupArgs) -> Result<pileup::PileupConfig, String> {
     }
     c.duration = seconds(a.seconds, c.duration)?;
     Ok(c)
-}
-
-fn emit<T: Serialize>(json: bool, value: &T, markdown: String) -> Result<(), String> {
-    use std::io::Write;
-    let text = if json {
-        serde_json::to_string_pretty(value).map_err(|e| e.to_string())? + "\n"
-    } else {
-        markdown
-    };
-    std::io::stdout()
-        .lock()
-        .write_all(text.as_bytes())
-        .map_err(|e| e.to_string())
 }
 
 fn err(e: ReproError) -> String {

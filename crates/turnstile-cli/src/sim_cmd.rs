@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use serde::de::DeserializeOwned;
 use turnstile_bench::chart::{LineChart, Series};
+
+use crate::emit;
 use turnstile_sim::scenarios::{self, MvaParams, OltpParams, PileupParams, TicketsParams};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -62,19 +64,6 @@ fn ci(xs: &[f64]) -> (f64, f64) {
     }
     let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
     (mean, 1.96 * (var / n).sqrt())
-}
-
-fn emit<T: serde::Serialize>(json: bool, v: &T, text: String) -> Result<(), String> {
-    use std::io::Write;
-    let s = if json {
-        serde_json::to_string_pretty(v).map_err(|e| e.to_string())? + "\n"
-    } else {
-        text
-    };
-    std::io::stdout()
-        .lock()
-        .write_all(s.as_bytes())
-        .map_err(|e| e.to_string())
 }
 
 fn speed_line(s: &scenarios::Speed) -> String {

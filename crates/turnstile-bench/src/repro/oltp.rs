@@ -109,12 +109,8 @@ pub struct OltpConfig {
     /// Gate settings.
     pub settings: Vec<GateSetting>,
     /// Measured time per point.
-    #[serde(serialize_with = "ser_ms", rename = "duration_ms")]
+    #[serde(serialize_with = "crate::stats::ser_ms", rename = "duration_ms")]
     pub duration: Duration,
-}
-
-fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis() as u64)
 }
 
 impl OltpConfig {

@@ -31,15 +31,11 @@ pub struct PileupConfig {
     /// The gate's limit (the seed: 8).
     pub limit: u32,
     /// Measured time per run.
-    #[serde(serialize_with = "ser_ms", rename = "duration_ms")]
+    #[serde(serialize_with = "crate::stats::ser_ms", rename = "duration_ms")]
     pub duration: Duration,
     /// Sampling interval of the time series.
-    #[serde(serialize_with = "ser_ms", rename = "sample_ms")]
+    #[serde(serialize_with = "crate::stats::ser_ms", rename = "sample_ms")]
     pub sample: Duration,
-}
-
-fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis() as u64)
 }
 
 impl PileupConfig {
