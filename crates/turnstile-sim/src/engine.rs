@@ -12,11 +12,8 @@ use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use turnstile::policy::polling::PollingCore;
-use turnstile::policy::queue::QueueCore;
-use turnstile::policy::timer::TimerCore;
-use turnstile::policy::{Admission, AdmittedBy, Attempt, Hold, Step, WaitId};
-use turnstile::{GateConfig, Policy};
+use turnstile::policy::{Admission, AdmittedBy, Attempt, Core, Hold, Step, WaitId};
+use turnstile::GateConfig;
 
 use crate::machine::{Distribution, MachineConfig};
 use crate::rng::Rng;
@@ -94,13 +91,6 @@ pub struct GateCounts {
     pub handoff_latency_sum: f64,
 }
 
-enum GateCore {
-    Queue(QueueCore<Tid>),
-    Polling(PollingCore),
-    Timer(TimerCore),
-    Unlimited,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resume {
     /// Ask the program for the next op.
@@ -167,7 +157,7 @@ pub struct Sim {
     queue: BinaryHeap<Entry>,
     rng: Rng,
     m: MachineConfig,
-    gate: GateCore,
+    gate: Core<Tid>,
     threads: Vec<Thread>,
     cores: Vec<Option<Tid>>,
     /// Time left in the running thread's slice, per core (reset at each dispatch).
@@ -203,22 +193,7 @@ impl Sim {
     pub fn new(machine: MachineConfig, gate: GateConfig, seed: u64) -> Result<Sim, String> {
         machine.validate()?;
         gate.validate().map_err(|e| e.to_string())?;
-        let g = match gate.policy {
-            Policy::Classic | Policy::Flifo => GateCore::Queue(QueueCore::new(
-                gate.limit,
-                gate.tickets,
-                gate.sleep_delay,
-                gate.policy == Policy::Flifo,
-            )),
-            Policy::Polling => GateCore::Polling(PollingCore::new(
-                gate.limit,
-                gate.tickets,
-                gate.sleep_delay,
-                gate.adaptive_max_sleep_delay,
-            )),
-            Policy::Timer => GateCore::Timer(TimerCore::new(gate.limit, gate.tickets)),
-            Policy::Unlimited => GateCore::Unlimited,
-        };
+        let g = Core::new(&gate);
         Ok(Sim {
             now: 0,
             seq: 0,
@@ -510,7 +485,7 @@ impl Sim {
             Resume::FinishWait(id) => {
                 let latency = self.now - self.threads[tid as usize].signalled_at;
                 self.gate_counts.handoff_latency_sum += latency as f64;
-                let GateCore::Queue(q) = &mut self.gate else {
+                let Core::Queue(q) = &mut self.gate else {
                     unreachable!("only queue policies wait")
                 };
                 let a = q.finish_wait(id);
@@ -541,10 +516,10 @@ impl Sim {
     fn gate_step(&mut self, core: u32, tid: Tid) -> bool {
         let mut at = std::mem::take(&mut self.threads[tid as usize].attempt);
         let step = match &mut self.gate {
-            GateCore::Queue(q) => q.enter(&mut at, &tid),
-            GateCore::Polling(p) => p.enter(&mut at),
-            GateCore::Timer(t) => t.enter(&mut at),
-            GateCore::Unlimited => Step::Admitted(Admission {
+            Core::Queue(q) => q.enter(&mut at, &tid),
+            Core::Polling(p) => p.enter(&mut at),
+            Core::Timer(t) => t.enter(&mut at),
+            Core::Unlimited => Step::Admitted(Admission {
                 by: AdmittedBy::Unlimited,
                 hold: Hold::Uncounted,
                 tickets: u32::MAX,
@@ -594,16 +569,16 @@ impl Sim {
             self.set_inside(-1);
         }
         let release = match &mut self.gate {
-            GateCore::Queue(q) => q.exit(hold),
-            GateCore::Polling(p) => {
+            Core::Queue(q) => q.exit(hold),
+            Core::Polling(p) => {
                 p.exit(hold);
                 None
             }
-            GateCore::Timer(t) => {
+            Core::Timer(t) => {
                 t.exit(hold);
                 None
             }
-            GateCore::Unlimited => None,
+            Core::Unlimited => None,
         };
         if let Some(r) = release {
             // The core counts the released waiter inside already; this simulation counts it

@@ -11,6 +11,7 @@ use crate::monitor::{Counter, Counters, GateSnapshot, SessionSnapshot, SessionSt
 use crate::policy::polling::PollingCore;
 use crate::policy::queue::{QueueCore, Release};
 use crate::policy::timer::TimerCore;
+use crate::policy::Core;
 use crate::session::Session;
 use crate::sync::{lock, Arc, AtomicBool, Condvar, Mutex};
 // Monitoring fields (states, tickets, counters) are published with plain std atomics even under
@@ -139,21 +140,11 @@ impl Gate {
     pub fn new(config: GateConfig) -> Result<Gate, ConfigError> {
         config.validate()?;
         let c = config;
-        let engine = match c.policy {
-            Policy::Classic | Policy::Flifo => Engine::Queue(Mutex::new(QueueCore::new(
-                c.limit,
-                c.tickets,
-                c.sleep_delay,
-                c.policy == Policy::Flifo,
-            ))),
-            Policy::Polling => Engine::Polling(PollingCore::new(
-                c.limit,
-                c.tickets,
-                c.sleep_delay,
-                c.adaptive_max_sleep_delay,
-            )),
-            Policy::Timer => Engine::Timer(TimerCore::new(c.limit, c.tickets)),
-            Policy::Unlimited => Engine::Unlimited,
+        let engine = match Core::new(&c) {
+            Core::Queue(q) => Engine::Queue(Mutex::new(q)),
+            Core::Polling(p) => Engine::Polling(p),
+            Core::Timer(t) => Engine::Timer(t),
+            Core::Unlimited => Engine::Unlimited,
         };
         Ok(Gate {
             inner: Arc::new(GateInner {

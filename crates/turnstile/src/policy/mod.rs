@@ -19,9 +19,47 @@
 
 use std::time::Duration;
 
+use crate::config::{GateConfig, Policy};
+
 pub mod polling;
 pub mod queue;
 pub mod timer;
+
+/// The decision core a configuration calls for, built in one place for every driver (the real
+/// gate wraps the queue core in its mutex; the simulator owns it outright).
+#[derive(Debug)]
+pub enum Core<W> {
+    /// `classic` or `flifo`.
+    Queue(queue::QueueCore<W>),
+    /// `polling`.
+    Polling(polling::PollingCore),
+    /// `timer`.
+    Timer(timer::TimerCore),
+    /// `unlimited`: no core, every enter is admitted uncounted.
+    Unlimited,
+}
+
+impl<W: Clone> Core<W> {
+    /// The core for `c` (which the caller has validated).
+    pub fn new(c: &GateConfig) -> Core<W> {
+        match c.policy {
+            Policy::Classic | Policy::Flifo => Core::Queue(queue::QueueCore::new(
+                c.limit,
+                c.tickets,
+                c.sleep_delay,
+                c.policy == Policy::Flifo,
+            )),
+            Policy::Polling => Core::Polling(polling::PollingCore::new(
+                c.limit,
+                c.tickets,
+                c.sleep_delay,
+                c.adaptive_max_sleep_delay,
+            )),
+            Policy::Timer => Core::Timer(timer::TimerCore::new(c.limit, c.tickets)),
+            Policy::Unlimited => Core::Unlimited,
+        }
+    }
+}
 
 /// What a thread asking to enter must do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
