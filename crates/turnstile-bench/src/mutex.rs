@@ -268,7 +268,8 @@ fn ser_variants<S: serde::Serializer>(v: &[LockVariant], s: S) -> Result<S::Ok, 
 
 impl MutexBenchConfig {
     /// The full sweep: seed 002's thread counts, 1/4/16 mutexes, 0/1000/4000 ns, every variant,
-    /// 0.2 s per point (792 points: about five minutes on two cores).
+    /// 0.2 s per point (792 points: about 17 minutes on two cores, dominated by spawning and
+    /// joining 512 and 1024 threads).
     pub fn full() -> Self {
         MutexBenchConfig {
             variants: LockVariant::ALL.to_vec(),
