@@ -9,6 +9,23 @@
 //! | [`Instrumented`] | the same lock with counters, wait histogram, holder, waiter registry, watchdog |
 //! | [`InnodbMutex`] | InnoDB 5.6: test-and-set, random-delay spin, sync array, broadcast on unlock |
 //! | [`SpinGlobalMutex`], [`SpinPerMutex`] | busy-wait then block, with a global / per-mutex cap on spinners |
+//!
+//! ```
+//! use std::time::Duration;
+//! use turnstile::mutex::{current_waiters, Instrumented};
+//!
+//! // The plain lock: 4 bytes, the usual guard API, and a timed lock.
+//! let m = turnstile::Mutex::new(0u64);
+//! *m.lock() += 1;
+//! assert_eq!(*m.try_lock_for(Duration::from_millis(1)).unwrap(), 1);
+//!
+//! // The same lock, instrumented: who holds it, where, and how long others waited.
+//! let commit = Instrumented::new("commit mutex", Vec::<u32>::new());
+//! commit.lock().push(7);
+//! let report = commit.report();
+//! assert_eq!((report.acquisitions, report.waited), (1, 0));
+//! assert!(current_waiters().iter().all(|w| w.lock != "commit mutex"));
+//! ```
 
 mod futex;
 pub mod innodb;
