@@ -226,7 +226,8 @@ impl<T: ?Sized> Instrumented<T> {
     #[track_caller]
     pub fn try_lock_for(&self, timeout: Duration) -> Option<InstrumentedGuard<'_, T>> {
         let at = Location::caller();
-        if !self.raw.try_lock() && !self.wait_for(at, Some(Instant::now() + timeout)) {
+        // A timeout too large to add to a clock reading means no deadline.
+        if !self.raw.try_lock() && !self.wait_for(at, Instant::now().checked_add(timeout)) {
             return None;
         }
         Some(self.acquired(at))
@@ -276,7 +277,10 @@ impl<T: ?Sized> Instrumented<T> {
         self.holder.store(thread_number(), Ordering::Relaxed);
         self.holder_at
             .store(at as *const Location<'static> as *mut _, Ordering::Relaxed);
-        InstrumentedGuard { m: self }
+        InstrumentedGuard {
+            m: self,
+            _not_shared: std::marker::PhantomData,
+        }
     }
 
     /// Counters, wait histogram and holder.
@@ -308,6 +312,9 @@ fn bump(c: &AtomicU64) {
 /// Access to an [`Instrumented`] lock's data; unlocks on drop (also during a panic).
 pub struct InstrumentedGuard<'a, T: ?Sized> {
     m: &'a Instrumented<T>,
+    /// Makes the guard `Sync` only when `T` is (as `std::sync::MutexGuard`): it hands out
+    /// `&mut T`, so sharing it must not let two threads reach a `T: !Sync`.
+    _not_shared: std::marker::PhantomData<&'a mut T>,
 }
 
 impl<T: ?Sized> Deref for InstrumentedGuard<'_, T> {
@@ -501,5 +508,13 @@ mod tests {
             *m.try_lock_for(Duration::from_secs(5)).expect("released"),
             1
         );
+    }
+
+    #[test]
+    fn a_huge_timeout_means_no_deadline() {
+        let m = Instrumented::new("huge", ());
+        assert!(m.try_lock_for(Duration::MAX).is_some());
+        let raw = RawTurnstileMutex::<crate::mutex::NoStats>::new();
+        assert!(lock_api::RawMutexTimed::try_lock_for(&raw, Duration::MAX));
     }
 }

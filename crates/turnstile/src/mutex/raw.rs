@@ -202,7 +202,8 @@ unsafe impl<S: LockStats + Send + Sync> lock_api::RawMutexTimed for RawTurnstile
     type Instant = Instant;
 
     fn try_lock_for(&self, timeout: Duration) -> bool {
-        self.lock_until(Some(Instant::now() + timeout))
+        // A timeout too large to add to a clock reading means no deadline.
+        self.lock_until(Instant::now().checked_add(timeout))
     }
 
     fn try_lock_until(&self, deadline: Instant) -> bool {
@@ -287,19 +288,27 @@ fn lock_slow_with<W: Word, S: LockStats>(
             Err(x) => s = x,
         }
     }
-    // 3. Park until woken, then re-check; we are counted in the waiters until we leave.
+    // 3. Re-check, then park until woken; we are counted in the waiters until we leave. The
+    //    re-check comes first, also right after registering: it clears WOKEN before any
+    //    sleep, so no futex wait ever expects a word with WOKEN or HANDOFF set. (Parking on the
+    //    value the registration wrote, which could hold WOKEN, let that value come back later
+    //    — ABA — and a waiter sleep while WOKEN told every unlocker not to wake anyone: a lost
+    //    wake-up found by review with an exhaustive model of this state machine.)
     let wait_start = Instant::now();
     let mut starving = false;
+    let mut slept = false;
+    let mut timed_out = deadline.is_some_and(|d| Instant::now() >= d);
     loop {
-        stats.park();
-        let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let woke = w.wait(s, timeout);
-        if woke == Wake::Woken {
-            stats.woken();
+        if slept {
+            let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let woke = w.wait(s, timeout);
+            if woke == Wake::Woken {
+                stats.woken();
+            }
+            timed_out = woke == Wake::TimedOut || deadline.is_some_and(|d| Instant::now() >= d);
+            starving = starving || wait_start.elapsed() >= starve_after;
+            s = w.load();
         }
-        let timed_out = woke == Wake::TimedOut || deadline.is_some_and(|d| Instant::now() >= d);
-        starving = starving || wait_start.elapsed() >= starve_after;
-        s = w.load();
         loop {
             let last = waiters(s) == 1;
             if s & HANDOFF != 0 {
@@ -308,7 +317,9 @@ fn lock_slow_with<W: Word, S: LockStats>(
                 let new = (s - WAITER) & !(HANDOFF | WOKEN | STARVING);
                 match w.cas(s, new) {
                     Ok(_) => {
-                        stats.slept_acquire();
+                        if slept {
+                            stats.slept_acquire();
+                        }
                         return true;
                     }
                     Err(x) => s = x,
@@ -322,7 +333,9 @@ fn lock_slow_with<W: Word, S: LockStats>(
                 }
                 match w.cas(s, new) {
                     Ok(_) => {
-                        stats.slept_acquire();
+                        if slept {
+                            stats.slept_acquire();
+                        }
                         return true;
                     }
                     Err(x) => s = x,
@@ -357,6 +370,13 @@ fn lock_slow_with<W: Word, S: LockStats>(
                 Err(x) => s = x,
             }
         }
+        debug_assert_eq!(
+            s & (WOKEN | HANDOFF),
+            0,
+            "parking on a word that asks for a wake-up"
+        );
+        slept = true;
+        stats.park();
     }
 }
 
@@ -591,6 +611,11 @@ mod loom_tests {
     #[test]
     fn three_threads_exclude_each_other_and_nobody_is_stranded() {
         check(3, 1, Duration::MAX);
+    }
+
+    #[test]
+    fn three_threads_two_rounds_lose_no_wake_up() {
+        check(3, 2, Duration::MAX);
     }
 
     #[test]
