@@ -44,8 +44,12 @@ const COLORS: [RGBColor; 10] = [
 ];
 
 impl LineChart {
-    /// Writes the chart as an SVG file.
+    /// Writes the chart as an SVG file, creating its folder if needed.
     pub fn write_svg(&self, path: &Path) -> Result<(), String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
         let pts = || self.series.iter().flat_map(|s| s.points.iter());
         let (mut x0, mut x1) = (f64::MAX, f64::MIN);
         let (mut y0, mut y1) = (f64::MAX, f64::MIN);

@@ -225,7 +225,6 @@ fn err(e: ReproError) -> String {
 
 /// TPS against threads, one line per gate setting, and the seed's two lines.
 pub fn oltp_chart(r: &oltp::OltpReport, dir: &Path) -> Result<String, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut series: Vec<Series> = r
         .config
         .settings
@@ -272,7 +271,6 @@ pub fn oltp_chart(r: &oltp::OltpReport, dir: &Path) -> Result<String, String> {
 
 /// Queries per second against tables for each mode, and each run's time series.
 pub fn pileup_charts(r: &pileup::PileupReport, dir: &Path) -> Result<Vec<String>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut out = Vec::new();
     let by_mode = ["hold-slot", "release-slot"].map(|m| Series {
         name: m.to_string(),

@@ -232,7 +232,6 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
 }
 
 fn oltp_chart(r: &scenarios::OltpReport, dir: &Path) -> Result<String, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut names: Vec<&str> = Vec::new();
     for x in &r.runs {
         if !names.contains(&x.policy.as_str()) {
