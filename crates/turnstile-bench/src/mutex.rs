@@ -260,6 +260,10 @@ pub struct MutexBenchConfig {
     /// Measured time per point.
     #[serde(serialize_with = "crate::stats::ser_ms", rename = "duration_ms")]
     pub duration: Duration,
+    /// Runs per point; a point reports its median run (by ns per loop). The runs of one point
+    /// are interleaved across variants, so a slow spell of this shared machine hits every
+    /// variant alike rather than one.
+    pub repeat: usize,
 }
 
 fn ser_variants<S: serde::Serializer>(v: &[LockVariant], s: S) -> Result<S::Ok, S::Error> {
@@ -277,6 +281,7 @@ impl MutexBenchConfig {
             mutexes: vec![1, 4, 16],
             hold_ns: vec![0, 1000, 4000],
             duration: Duration::from_millis(200),
+            repeat: 1,
         }
     }
 
@@ -313,12 +318,23 @@ impl MutexBenchConfig {
         if self.duration.is_zero() {
             return Err("duration must be positive".into());
         }
+        if !(1..=99).contains(&self.repeat) {
+            return Err(format!(
+                "repeat must be between 1 and 99 runs per point, not {}",
+                self.repeat
+            ));
+        }
         Ok(())
     }
 
-    /// Points the run will measure.
+    /// Points the run will report.
     pub fn points(&self) -> usize {
         self.variants.len() * self.threads.len() * self.mutexes.len() * self.hold_ns.len()
+    }
+
+    /// Measurements the run will make (points × repetitions).
+    pub fn runs(&self) -> usize {
+        self.points() * self.repeat
     }
 }
 
@@ -357,6 +373,8 @@ pub struct MutexResult {
     pub wait_max_ns: u64,
     /// Loops in the measured interval.
     pub loops: u64,
+    /// ns per loop of every run of this point (the fields above are the median run's).
+    pub runs_ns_per_loop: Vec<f64>,
 }
 
 /// The whole report.
@@ -379,14 +397,23 @@ pub fn run(
     let mut results = Vec::with_capacity(cfg.points());
     for &hold in &cfg.hold_ns {
         for &m in &cfg.mutexes {
-            for &v in &cfg.variants {
-                for &t in &cfg.threads {
-                    progress(&format!(
-                        "{} × {t} threads, {m} mutexes, hold {hold} ns",
-                        v.name()
-                    ));
-                    results.push(measure(v, t, m, hold, cfg.duration)?);
+            for &t in &cfg.threads {
+                let mut runs: Vec<Vec<MutexResult>> = vec![Vec::new(); cfg.variants.len()];
+                for rep in 0..cfg.repeat {
+                    for (i, &v) in cfg.variants.iter().enumerate() {
+                        let of = if cfg.repeat > 1 {
+                            format!(" (run {}/{})", rep + 1, cfg.repeat)
+                        } else {
+                            String::new()
+                        };
+                        progress(&format!(
+                            "{} × {t} threads, {m} mutexes, hold {hold} ns{of}",
+                            v.name()
+                        ));
+                        runs[i].push(measure(v, t, m, hold, cfg.duration)?);
+                    }
                 }
+                results.extend(runs.into_iter().map(median_run));
             }
         }
     }
@@ -397,7 +424,17 @@ pub fn run(
     })
 }
 
-/// Measures one point.
+/// The run with the median ns per loop (the lower middle one for an even count), carrying
+/// every run's figure.
+fn median_run(mut runs: Vec<MutexResult>) -> MutexResult {
+    let all: Vec<f64> = runs.iter().map(|r| r.ns_per_loop).collect();
+    runs.sort_by(|a, b| a.ns_per_loop.total_cmp(&b.ns_per_loop));
+    let mut r = runs.swap_remove((runs.len() - 1) / 2);
+    r.runs_ns_per_loop = all;
+    r
+}
+
+/// Measures one point once.
 pub fn measure(
     v: LockVariant,
     threads: usize,
@@ -569,6 +606,7 @@ impl Point {
             wait_p99_ns: waits.quantile(0.99),
             wait_max_ns: waits.max(),
             loops,
+            runs_ns_per_loop: vec![elapsed.as_nanos() as f64 / n],
         })
     }
 }
@@ -613,6 +651,32 @@ mod tests {
                 "{r:?}"
             );
         }
+    }
+
+    #[test]
+    fn repeated_points_report_the_median_run_and_every_run() {
+        let cfg = MutexBenchConfig {
+            variants: vec![LockVariant::Turnstile, LockVariant::Std],
+            threads: vec![2],
+            mutexes: vec![1],
+            hold_ns: vec![0],
+            duration: Duration::from_millis(10),
+            repeat: 3,
+        };
+        assert_eq!((cfg.points(), cfg.runs()), (2, 6));
+        let mut heard = 0;
+        let r = run(&cfg, &mut |_| heard += 1).unwrap();
+        assert_eq!(heard, 6);
+        assert_eq!(r.results.len(), 2);
+        for p in &r.results {
+            let mut runs = p.runs_ns_per_loop.clone();
+            assert_eq!(runs.len(), 3);
+            runs.sort_by(f64::total_cmp);
+            assert_eq!(p.ns_per_loop, runs[1], "{p:?}");
+        }
+        let mut bad = cfg.clone();
+        bad.repeat = 0;
+        assert!(bad.validate().unwrap_err().contains("repeat"));
     }
 
     #[test]

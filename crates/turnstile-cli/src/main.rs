@@ -70,6 +70,9 @@ struct MutexArgs {
     /// Measured time per point, milliseconds.
     #[arg(long)]
     duration_ms: Option<u64>,
+    /// Runs per point (interleaved across variants); each point reports its median run.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Folder for the SVG charts (one per hold time and mutex count) and `results.json`.
     #[arg(long, default_value = "reports/bench-mutex")]
     out: std::path::PathBuf,
@@ -100,6 +103,7 @@ impl MutexArgs {
         if let Some(ms) = self.duration_ms {
             c.duration = Duration::from_millis(ms);
         }
+        c.repeat = self.repeat;
         c.validate()?;
         Ok(c)
     }
@@ -260,7 +264,7 @@ fn bench_mutex(args: &MutexArgs) -> Result<(), String> {
     let cfg = args.config()?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create chart folder {}: {e}", args.out.display()))?;
-    let mut progress = Progress::new(cfg.points());
+    let mut progress = Progress::new(cfg.runs());
     let report = mutex_bench::run(&cfg, &mut |s| progress.step(s));
     progress.finish();
     let report = report?;

@@ -84,3 +84,60 @@ fn a_panic_while_holding_a_turnstile_mutex_releases_it() {
         7
     );
 }
+
+#[test]
+fn turnstile_timed_and_plain_waiters_mixed_lose_no_wake_up_and_count_exactly() {
+    // Timed waiters give up (leaving the parking queue, maybe as the last waiter) while plain
+    // ones park, are woken, and are handed the lock: every success is counted exactly once,
+    // and every thread finishes.
+    use lock_api::RawMutexTimed;
+    const THREADS: usize = 12;
+    const ROUNDS: u64 = 4_000;
+    let g = Arc::new(Guarded {
+        lock: RawTurnstileMutex::<turnstile::mutex::NoStats>::new(),
+        count: UnsafeCell::new(0),
+    });
+    let (tx, rx) = mpsc::channel();
+    for t in 0..THREADS {
+        let (g, tx) = (g.clone(), tx.clone());
+        thread::spawn(move || {
+            let mut got = 0u64;
+            for i in 0..ROUNDS {
+                let ok = if t % 2 == 0 {
+                    g.lock.lock();
+                    true
+                } else {
+                    // 0–63 µs: many expire while the lock is held.
+                    g.lock
+                        .try_lock_for(Duration::from_micros((i * 7 + t as u64) % 64))
+                };
+                if ok {
+                    // SAFETY: the lock is held.
+                    unsafe { *g.count.get() += 1 };
+                    got += 1;
+                    if i % 32 == 0 {
+                        thread::sleep(Duration::from_micros(50)); // long holds make waiters park
+                    }
+                    // SAFETY: this thread holds the lock.
+                    unsafe { g.lock.unlock() };
+                }
+            }
+            tx.send(got).unwrap();
+        });
+    }
+    let mut total = 0;
+    for _ in 0..THREADS {
+        total += rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("a thread never finished (lost wake-up?)");
+    }
+    assert!(
+        total >= (THREADS as u64 / 2) * ROUNDS,
+        "plain lockers always succeed"
+    );
+    g.lock.lock();
+    // SAFETY: the lock is held and every worker has finished.
+    assert_eq!(unsafe { *g.count.get() }, total);
+    // SAFETY: held by this thread.
+    unsafe { g.lock.unlock() };
+}

@@ -69,9 +69,9 @@ impl LockStats for LockCounters {
 pub struct LockCountersSnapshot {
     /// Spin iterations before acquiring or parking.
     pub spins: u64,
-    /// Futex sleeps started.
+    /// Sleeps in the parking table.
     pub parks: u64,
-    /// Sleeps ended by a wake-up (not by a changed word or a timeout).
+    /// Sleeps ended by an unlock's wake-up (not by a timeout).
     pub wakeups: u64,
     /// Wake-ups sent by unlocks.
     pub wakes_sent: u64,

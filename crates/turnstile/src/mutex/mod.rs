@@ -5,7 +5,7 @@
 //!
 //! | type | what |
 //! |---|---|
-//! | [`Mutex`] / [`RawTurnstileMutex`] | ours: 4 bytes, wake one, bounded spin, starvation hand-off, timed lock |
+//! | [`Mutex`] / [`RawTurnstileMutex`] | ours: 1 byte, waiters parked off the lock word, wake one, bounded spin, starvation hand-off, timed lock |
 //! | [`Instrumented`] | the same lock with counters, wait histogram, holder, waiter registry, watchdog |
 //! | [`InnodbMutex`] | InnoDB 5.6: test-and-set, random-delay spin, sync array, broadcast on unlock |
 //! | [`SpinGlobalMutex`], [`SpinPerMutex`] | busy-wait then block, with a global / per-mutex cap on spinners |
@@ -14,7 +14,7 @@
 //! use std::time::Duration;
 //! use turnstile::mutex::{current_waiters, Instrumented};
 //!
-//! // The plain lock: 4 bytes, the usual guard API, and a timed lock.
+//! // The plain lock: 1 byte, the usual guard API, and a timed lock.
 //! let m = turnstile::Mutex::new(0u64);
 //! *m.lock() += 1;
 //! assert_eq!(*m.try_lock_for(Duration::from_millis(1)).unwrap(), 1);
@@ -30,6 +30,7 @@
 mod futex;
 pub mod innodb;
 mod instrument;
+mod park;
 mod raw;
 pub mod spin;
 
@@ -38,7 +39,9 @@ pub use instrument::{
     current_waiters, thread_number, Instrumented, InstrumentedGuard, LockCounters,
     LockCountersSnapshot, LockReport, WaiterInfo, Watchdog, WatchdogConfig,
 };
-pub use raw::{LockStats, NoStats, RawTurnstileMutex, SPIN_LIMIT, STARVATION_THRESHOLD};
+pub use raw::{
+    LockStats, NoStats, RawTurnstileMutex, SPIN_LIMIT, STARVATION_THRESHOLD, WOKEN_SPIN_LIMIT,
+};
 pub use spin::{SpinGlobalMutex, SpinPerMutex};
 
 /// A mutex on the turnstile lock: `turnstile::Mutex::new(value).lock()`.

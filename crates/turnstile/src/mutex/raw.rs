@@ -1,101 +1,104 @@
-//! The turnstile lock: a 4-byte futex mutex that wakes one waiter at a time, spins only while
-//! nobody is parked and only for a bounded time, avoids redundant wake-ups, and hands the lock
-//! directly to a waiter that has waited more than 1 ms — at a bounded rate, so that fairness
-//! does not turn into a convoy.
+//! The turnstile lock: one byte of state, one atomic read-modify-write to lock and one to
+//! unlock when uncontended (each compiles to one `lock cmpxchg` on x86); waiters sleep in the
+//! [parking table](super::park), an unlock wakes at most one of them and none while a woken
+//! one is still on its way; spinning only while nobody is parked and for a bounded time; and a
+//! waiter that has waited more than 1 ms is handed the lock directly — at a bounded rate, so
+//! that fairness does not turn into a convoy.
 //!
-//! The design starts from Go's `sync.Mutex` (a waiter count and `woken`/`starving` bits in the
-//! state word) with the semaphore replaced by a futex on the state word itself, so the whole
-//! lock is one `u32`. Go hands off on *every* unlock while starving; on a machine with many
-//! more runnable threads than cores every waiter has waited over 1 ms, the lock then stays in
-//! hand-off mode, and each hand-off leaves the lock idle for a wake-up latency (the FIFO
-//! problem of seed 001; measured here as an 8× slowdown at 256 threads, hold 1 µs). So, like
-//! parking_lot's eventual fairness, a thread performs at most one hand-off per
-//! [`FAIR_HANDOFF_INTERVAL`]; its other unlocks release normally.
+//! # Why the waiters do not sleep on the lock word
 //!
-//! # The state word
+//! A futex-on-the-word lock (std's, glibc's, this lock's first version) makes a waiter's sleep
+//! conditional on the whole word staying put; with a 0 ns critical section the word changes
+//! every few nanoseconds, so most futex waits fail at once and the waiter goes round again,
+//! dragging the lock's cache line to its core (measured on the first version: ~70 % of waits
+//! returned `EAGAIN`, 27 ns of system time per loop at 16 threads, 2–17× parking_lot). Here a
+//! waiter queues under the lock's address and sleeps on its own word; the lock keeps only a
+//! `PARKED` bit, maintained under the bucket mutex.
 //!
-//! | bits | name | meaning |
+//! # The state byte
+//!
+//! | bit | name | meaning |
 //! |---|---|---|
-//! | 0 | `LOCKED` | someone owns the lock (or it is being handed off, see `HANDOFF`) |
-//! | 1 | `WOKEN` | a waiter has been woken (or told to re-check) and is on its way: an unlocker need not wake another |
-//! | 2 | `HANDOFF` | hand-off in progress: `LOCKED` stays set and the first *waiter* to re-check takes ownership |
-//! | 3 | `STARVING` | a waiter has waited > 1 ms and asks for a hand-off |
-//! | 4–31 | waiters | threads registered as waiting (parked, or about to park / re-check) |
+//! | 0 | `LOCKED` | someone owns the lock |
+//! | 1 | `PARKED` | the lock's bucket may hold parked waiters (set by a parker, cleared by whoever removes the last one; both under the bucket mutex) |
+//! | 2 | `WOKEN` | a woken waiter has not yet looked at the lock: unlocks need not wake anyone |
 //!
-//! Legal combinations and who moves between them (`n·W`: n registered waiters):
+//! Lock sets `LOCKED` (`fetch_or`, so it succeeds whatever the other bits say: a newcomer may
+//! barge in ahead of a woken waiter); unlock clears it (`fetch_and`) and looks at what it
+//! cleared. Who moves between the states:
 //!
 //! | state | reached by | left by |
 //! |---|---|---|
-//! | `0` | unlock with no waiters | fast lock (`CAS 0 → LOCKED`) |
-//! | `LOCKED` | fast lock, or acquisition by a spinner or the last waiter | fast unlock (`CAS LOCKED → 0`) |
-//! | `LOCKED + n·W (+ STARVING)` | a thread registering (or a waiter past 1 ms re-parking) while the lock is held | unlock: `−LOCKED +WOKEN` and wake one; or, if `STARVING` and this thread's hand-off budget allows, `+HANDOFF +WOKEN` and wake one |
-//! | `n·W + WOKEN (+ STARVING)` (unlocked) | unlock that woke a waiter | a waiter acquiring (`−W −WOKEN +LOCKED`), or a newcomer barging (`+LOCKED`) |
-//! | `LOCKED + n·W + WOKEN (+ STARVING)` | a newcomer barged in while a woken waiter was on its way | that waiter re-parking (`−WOKEN`) or timing out (`−W −WOKEN`); unlock only clears `LOCKED` |
-//! | `LOCKED + HANDOFF + WOKEN + STARVING + n·W` | hand-off | a waiter claiming it (`−W −HANDOFF −WOKEN −STARVING`) |
+//! | `0` | unlock with nobody parked and nobody woken | lock (`+LOCKED`) |
+//! | `LOCKED` | lock, or the last woken waiter acquiring | unlock (`−LOCKED`); a parker (`+PARKED`) |
+//! | `LOCKED + PARKED` | a thread parking while the lock is held | unlock: `−LOCKED`, then (the *wake step*, under the bucket mutex) unpark the oldest waiter and `+WOKEN` (`−PARKED` if it was the last); or, if that waiter has waited past 1 ms and the bucket's hand-off interval has passed, take the lock back if it is still free (`+LOCKED`) and give it to that waiter |
+//! | `PARKED` | unlock, until its wake step | the wake step (`+WOKEN` or `+LOCKED`); a newcomer barging in (`+LOCKED`: its own unlock then runs a wake step too) |
+//! | `PARKED + WOKEN`, `WOKEN` | the wake step | the woken waiter acquiring (`+LOCKED −WOKEN`); a newcomer barging in (`+LOCKED`) |
+//! | `LOCKED + WOKEN (+ PARKED)` | a newcomer barged in ahead of the woken waiter | the woken waiter parking again (`−WOKEN +PARKED`, at the front of the queue) or timing out (`−WOKEN`); unlock only clears `LOCKED` |
 //!
-//! Invariants: `HANDOFF ⇒ LOCKED + STARVING + WOKEN + waiters ≥ 1`; `STARVING ⇒ waiters > 0`
-//! (the last waiter to leave clears it); `WOKEN ⇒` some registered waiter will re-check the
-//! word (it was woken, or its futex wait fails because the word changed) and every re-check
-//! clears `WOKEN`, so an unlocker that skipped the wake-up because of `WOKEN` never strands a
-//! waiter. A waiter never leaves while `HANDOFF` is set: it takes the lock instead.
+//! Invariants: a thread parks only if its validate step, under the bucket mutex, still sees
+//! `LOCKED`, so the unlock that follows sees `PARKED`. `PARKED` without `LOCKED` or `WOKEN`
+//! lasts only until the wake step of the unlock that produced it. Every setting of `WOKEN`
+//! comes with one unparked thread (a *woken duty*) that clears `WOKEN` by its next move on the
+//! lock (acquiring, parking again while the lock is held, or timing out while it is held); so
+//! if `WOKEN` is set, the thread woken by its latest setting has not yet made that move, and an
+//! unlock that skipped waking because of `WOKEN` strands nobody. (Two unlocks can race to wake
+//! — the second finds `PARKED` before the first's wake step — and then two threads carry the
+//! duty: a wasted wake-up, never a lost one.) A hand-off gives the lock to exactly the
+//! unparked thread, which returns owning it.
 
 use std::time::{Duration, Instant};
 
-use super::futex::{FutexWord, Wake, Word};
+use super::park::{Parked, Table, TOKEN_HANDOFF, TOKEN_RETRY};
 
-const LOCKED: u32 = 1;
-const WOKEN: u32 = 1 << 1;
-const HANDOFF: u32 = 1 << 2;
-const STARVING: u32 = 1 << 3;
-const WAITER: u32 = 1 << 4;
+const LOCKED: u8 = 1;
+const PARKED: u8 = 1 << 1;
+const WOKEN: u8 = 1 << 2;
 
-#[inline]
-fn waiters(s: u32) -> u32 {
-    s >> 4
-}
+/// How long an arriving thread may spin before it parks, while nobody is parked. A park and
+/// its wake-up cost two system calls and a bucket mutex each way (~1–2 µs each in the
+/// development VM, where a `sched_yield` alone measured 0.6 µs) plus a wake-up latency, so
+/// spinning pays for critical sections of up to a microsecond or two. Measured with
+/// `turnstile bench mutex` on the 2-core development machine: 2, 4 and 10 µs were within
+/// that machine's noise of each other (it drifts by ±30 % over minutes).
+pub const SPIN_LIMIT: Duration = Duration::from_micros(4);
 
-/// How long an arriving thread may spin (and then yield) before it parks, while nobody is
-/// parked. A futex sleep and wake-up costs two system calls (about 1 µs each in the
-/// development VM) and the waiter a wake-up latency, so a short bounded spin pays for
-/// critical sections of a microsecond or so. Measured with `turnstile bench mutex` on the
-/// 2-core development machine: 0.5, 2 and 8 µs of pure PAUSE spinning gave the same ns/loop
-/// within noise at hold 0 and 1000 ns; yielding after 32 PAUSEs (as parking_lot's SpinWait
-/// does) helped at hold 0 with several mutexes, so the spin is 32 PAUSEs, then yields, for at
-/// most 2 µs in all.
-pub const SPIN_LIMIT: Duration = Duration::from_micros(2);
+/// How long a woken thread (the one holding the `WOKEN` duty: one per lock at a time) polls
+/// before parking again. While it polls, unlocks wake nobody; once it parks, the next unlock
+/// pays a wake-up (a system call with the lock already free, so an idle lock for ~1.5 µs) and
+/// the woken thread a wake-up latency. A long poll makes that cycle rare: measured on the
+/// development machine (1 and 4 mutexes, 2–1024 threads, hold 0 and 1000 ns, medians of 3),
+/// a 4 µs poll without yields left hold-0 runs at 1.1–1.9× parking_lot, a 50 µs poll that
+/// yields between looks at 0.9–1.35×; 20 µs and 200 µs were no better. The yields give the
+/// core away whenever another thread is runnable.
+pub const WOKEN_SPIN_LIMIT: Duration = Duration::from_micros(50);
 
-/// PAUSE iterations before the spinner starts yielding instead.
-const SPIN_PAUSES: u32 = 32;
+/// Back-off cap while spinning: at most 2^3 PAUSEs between polls (a PAUSE measured 26 ns on
+/// the development machine's EPYC, so ~0.2 µs), then yields. Polling every PAUSE made a
+/// spinner steal the line from a holder with a 0 ns critical section at every poll (2 threads,
+/// 1 mutex: 1.4× parking_lot); a cap of 2^5 pauses was no better than 2^3.
+const MAX_PAUSES_LOG2: u32 = 3;
 
-/// A waiter that has waited this long asks for a hand-off: Go's `starvationThresholdNs`
+/// A waiter that has waited this long is handed the lock: Go's `starvationThresholdNs`
 /// (1 ms), the bound the brief asks for.
 pub const STARVATION_THRESHOLD: Duration = Duration::from_millis(1);
 
-/// A thread hands the lock off at most once per this interval (its other unlocks release
-/// normally): parking_lot's eventual-fairness period (0.5 ms on average), which bounds the
-/// throughput lost to hand-offs to one wake-up latency per interval per unlocking thread.
+/// At most one hand-off per this interval per bucket of the parking table (other unlocks
+/// release normally): parking_lot's eventual-fairness period (0.5 ms on average). Without it,
+/// once every waiter is past 1 ms (any overload) each unlock would hand off and pay a wake-up
+/// latency with the lock idle: measured as an 8× slowdown at 256 threads, hold 1 µs.
+#[cfg_attr(loom, allow(dead_code))]
 pub const FAIR_HANDOFF_INTERVAL: Duration = Duration::from_micros(500);
 
-thread_local! {
-    /// When this thread may next hand a lock off (shared by every lock it unlocks).
-    static NEXT_FAIR_HANDOFF: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
-}
+/// Buckets in the parking table: a power of two, a few times the number of locks expected to
+/// have sleepers at once (parking_lot sizes its table at 3 × threads; a fixed table keeps
+/// the slow path free of resizing, and a collision only costs a longer queue scan).
+#[cfg_attr(loom, allow(dead_code))]
+const BUCKETS: usize = 1024;
 
-/// Whether this thread may hand off now (and if so, spends its budget).
-fn may_hand_off(interval: Duration) -> bool {
-    if interval.is_zero() {
-        return true;
-    }
-    let now = Instant::now();
-    NEXT_FAIR_HANDOFF.with(|c| {
-        if c.get().is_some_and(|t| now < t) {
-            false
-        } else {
-            c.set(Some(now + interval));
-            true
-        }
-    })
-}
+#[cfg(not(loom))]
+static TABLE: std::sync::LazyLock<Table> =
+    std::sync::LazyLock::new(|| Table::new(BUCKETS, STARVATION_THRESHOLD, FAIR_HANDOFF_INTERVAL));
 
 /// Hooks the slow paths call, for instrumentation. [`NoStats`] compiles to nothing.
 pub trait LockStats {
@@ -105,9 +108,9 @@ pub trait LockStats {
     fn spun(&self, iterations: u32) {
         let _ = iterations;
     }
-    /// About to sleep on the futex.
+    /// About to sleep in the parking table.
     fn park(&self) {}
-    /// Returned from a futex sleep because another thread woke it.
+    /// Returned from a sleep because an unlock woke it.
     fn woken(&self) {}
     /// Acquired the lock after sleeping at least once.
     fn slept_acquire(&self) {}
@@ -125,11 +128,46 @@ impl LockStats for NoStats {
     const INIT: Self = NoStats;
 }
 
+/// The state byte, as the algorithm needs it (the real atomic, or loom's under model checking).
+pub(crate) trait StateByte {
+    fn load(&self) -> u8;
+    /// Compare-and-swap, acquire-release on success.
+    fn cas(&self, current: u8, new: u8) -> Result<u8, u8>;
+    /// Sets `bits`, returning the old state (acquire).
+    fn or(&self, bits: u8) -> u8;
+    /// Clears `bits`, returning the old state (release).
+    fn and_not(&self, bits: u8) -> u8;
+    /// The key the parking table files this lock's waiters under.
+    fn key(&self) -> usize {
+        self as *const Self as *const () as usize
+    }
+}
+
+impl StateByte for std::sync::atomic::AtomicU8 {
+    #[inline]
+    fn load(&self) -> u8 {
+        self.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    #[inline]
+    fn cas(&self, current: u8, new: u8) -> Result<u8, u8> {
+        use std::sync::atomic::Ordering::{AcqRel, Relaxed};
+        self.compare_exchange(current, new, AcqRel, Relaxed)
+    }
+    #[inline]
+    fn or(&self, bits: u8) -> u8 {
+        self.fetch_or(bits, std::sync::atomic::Ordering::Acquire)
+    }
+    #[inline]
+    fn and_not(&self, bits: u8) -> u8 {
+        self.fetch_and(!bits, std::sync::atomic::Ordering::Release)
+    }
+}
+
 /// The turnstile raw mutex. Use it through [`crate::mutex::Mutex`] (a `lock_api::Mutex`), or
 /// with a [`LockStats`] implementation for counters (see [`crate::mutex::Instrumented`]).
 #[derive(Debug)]
 pub struct RawTurnstileMutex<S: LockStats = NoStats> {
-    word: FutexWord,
+    state: std::sync::atomic::AtomicU8,
     stats: S,
 }
 
@@ -137,7 +175,7 @@ impl<S: LockStats> RawTurnstileMutex<S> {
     /// An unlocked mutex.
     pub const fn new() -> Self {
         RawTurnstileMutex {
-            word: FutexWord::new(0),
+            state: std::sync::atomic::AtomicU8::new(0),
             stats: S::INIT,
         }
     }
@@ -150,7 +188,23 @@ impl<S: LockStats> RawTurnstileMutex<S> {
     /// Locks, waiting at most until `deadline`. Returns whether it got the lock.
     #[inline]
     pub fn lock_until(&self, deadline: Option<Instant>) -> bool {
-        self.word.cas(0, LOCKED).is_ok() || lock_slow(&self.word, &self.stats, deadline)
+        self.state.or(LOCKED) & LOCKED == 0 || self.lock_slow(deadline)
+    }
+
+    #[cold]
+    fn lock_slow(&self, deadline: Option<Instant>) -> bool {
+        #[cfg(not(loom))]
+        return lock_slow(&self.state, &TABLE, &self.stats, deadline);
+        #[cfg(loom)]
+        unreachable!("the model checks drive lock_slow with a table of their own")
+    }
+
+    #[cold]
+    fn unlock_slow(&self) {
+        #[cfg(not(loom))]
+        wake_after_unlock(&self.state, &TABLE, &self.stats);
+        #[cfg(loom)]
+        unreachable!("the model checks drive unlock_slow with a table of their own")
     }
 }
 
@@ -160,11 +214,14 @@ impl<S: LockStats> Default for RawTurnstileMutex<S> {
     }
 }
 
-// SAFETY: `lock` returns only after this thread set `LOCKED` by a successful CAS from a state
-// without `LOCKED`, or took a `HANDOFF` (which keeps `LOCKED` set and admits exactly one
-// claimer, by CAS). Until `unlock` clears `LOCKED` or passes it on by `HANDOFF`, no other
-// thread can do either, so at most one thread holds the lock. The CASes are acquire/release,
-// so the critical sections are ordered.
+// SAFETY: `lock` returns only after this thread turned `LOCKED` from clear to set by an atomic
+// RMW of its own (`fetch_or` seeing it clear, or a CAS from a state without it), or received a
+// hand-off token, which a wake step gives to exactly one dequeued waiter after itself turning
+// `LOCKED` from clear to set (a CAS, under the bucket mutex) on that waiter's behalf. Each
+// such transition is exclusive until the owner's `unlock` clears `LOCKED`, so at most one
+// thread holds the lock. The RMWs are acquire (lock) and release (unlock), and a hand-off
+// passes through the bucket mutex and the parker's release/acquire token, so the critical
+// sections are ordered.
 unsafe impl<S: LockStats + Send + Sync> lock_api::RawMutex for RawTurnstileMutex<S> {
     #[allow(clippy::declare_interior_mutable_const)]
     const INIT: Self = Self::new();
@@ -172,31 +229,32 @@ unsafe impl<S: LockStats + Send + Sync> lock_api::RawMutex for RawTurnstileMutex
 
     #[inline]
     fn lock(&self) {
-        if self.word.cas(0, LOCKED).is_err() {
-            lock_slow(&self.word, &self.stats, None);
+        if self.state.or(LOCKED) & LOCKED != 0 {
+            self.lock_slow(None);
         }
     }
 
     #[inline]
     fn try_lock(&self) -> bool {
-        let s = self.word.load();
-        s & LOCKED == 0 && self.word.cas(s, s | LOCKED).is_ok()
+        self.state.or(LOCKED) & LOCKED == 0
     }
 
     #[inline]
     unsafe fn unlock(&self) {
-        if self.word.cas(LOCKED, 0).is_err() {
-            unlock_slow(&self.word, &self.stats);
+        let old = self.state.and_not(LOCKED);
+        debug_assert!(old & LOCKED != 0, "unlock of an unlocked mutex");
+        if old & (PARKED | WOKEN) == PARKED {
+            self.unlock_slow();
         }
     }
 
     fn is_locked(&self) -> bool {
-        self.word.load() & LOCKED != 0
+        StateByte::load(&self.state) & LOCKED != 0
     }
 }
 
 // SAFETY: as for `RawMutex`; the timed variants only add a deadline to the same slow path,
-// and a waiter that times out leaves by CAS without ever owning the lock.
+// and a waiter that times out leaves without ever owning the lock.
 unsafe impl<S: LockStats + Send + Sync> lock_api::RawMutexTimed for RawTurnstileMutex<S> {
     type Duration = Duration;
     type Instant = Instant;
@@ -211,36 +269,78 @@ unsafe impl<S: LockStats + Send + Sync> lock_api::RawMutexTimed for RawTurnstile
     }
 }
 
-/// The slow path of lock: spin briefly while nobody is parked, then register and park.
-#[cold]
-pub(crate) fn lock_slow<W: Word, S: LockStats>(
-    w: &W,
-    stats: &S,
-    deadline: Option<Instant>,
-) -> bool {
-    lock_slow_with(w, stats, deadline, STARVATION_THRESHOLD)
+/// Bounded spinning with exponential backoff between polls of the lock: 1, 2, 4, then 8
+/// PAUSEs between polls ([`MAX_PAUSES_LOG2`]), then a `yield` between polls (which lets
+/// another runnable thread have the core, and is itself a ~0.6 µs back-off when none is), until
+/// the time limit passes. Never spins under loom, whose model would have to explore every
+/// iteration.
+struct Spin {
+    steps: u32,
+    start: Option<Instant>,
+    limit: Duration,
 }
 
-/// [`lock_slow`] with the starvation threshold as a parameter (the model checker sets it to
-/// zero to explore the hand-off path).
-fn lock_slow_with<W: Word, S: LockStats>(
-    w: &W,
+impl Spin {
+    fn new(limit: Duration) -> Self {
+        Spin {
+            steps: 0,
+            start: None,
+            limit,
+        }
+    }
+
+    /// Spins once; false (without spinning) once the budget is spent.
+    #[inline]
+    fn step(&mut self) -> bool {
+        if cfg!(loom) {
+            return false;
+        }
+        // The first polls come within ~0.4 µs and need no clock (a reading costs ~30 ns).
+        if self.steps > MAX_PAUSES_LOG2 {
+            let start = *self.start.get_or_insert_with(Instant::now);
+            if start.elapsed() >= self.limit {
+                return false;
+            }
+            std::thread::yield_now();
+        } else {
+            for _ in 0..1u32 << self.steps {
+                std::hint::spin_loop();
+            }
+        }
+        self.steps += 1;
+        true
+    }
+}
+
+/// The slow path of lock: spin briefly while nobody is parked, then park; after a wake-up,
+/// retry (spinning again briefly) with the woken duty.
+pub(crate) fn lock_slow<B: StateByte, S: LockStats>(
+    state: &B,
+    table: &Table,
     stats: &S,
     deadline: Option<Instant>,
-    starve_after: Duration,
 ) -> bool {
-    // 1. Spin while the lock is held and nobody is parked, for a bounded time. Most
-    //    collisions clear within a few iterations, so the clock is first read after 32 of them
-    //    and then every 16.
-    let mut spin_start = None;
-    let mut i = 0u32;
-    let mut s = w.load();
+    let key = state.key();
+    let mut spin = Spin::new(SPIN_LIMIT);
+    let mut spun = 0u32;
+    // This thread was woken by an unlock that set WOKEN for it; it must clear WOKEN by its
+    // next move (acquire, park again, or time out).
+    let mut woken = false;
+    let mut slept = false;
+    let mut wait_start = None;
+    let mut s = state.load();
     loop {
         if s & LOCKED == 0 {
-            match w.cas(s, s | LOCKED) {
+            let new = if woken {
+                (s | LOCKED) & !WOKEN
+            } else {
+                s | LOCKED
+            };
+            match state.cas(s, new) {
                 Ok(_) => {
-                    if i > 0 {
-                        stats.spun(i);
+                    report_spins(stats, spun + spin.steps);
+                    if slept {
+                        stats.slept_acquire();
                     }
                     return true;
                 }
@@ -250,175 +350,126 @@ fn lock_slow_with<W: Word, S: LockStats>(
                 }
             }
         }
-        if waiters(s) != 0 || cfg!(loom) {
-            break;
-        }
-        i += 1;
-        if i <= SPIN_PAUSES {
-            std::hint::spin_loop();
-        } else {
-            let start = *spin_start.get_or_insert_with(Instant::now);
-            if start.elapsed() >= SPIN_LIMIT {
-                break;
-            }
-            std::thread::yield_now();
-        }
-        s = w.load();
-    }
-    if i > 0 {
-        stats.spun(i);
-    }
-    // 2. Register as a waiter (or take the lock if it came free).
-    loop {
-        if s & LOCKED == 0 {
-            match w.cas(s, s | LOCKED) {
-                Ok(_) => return true,
-                Err(x) => s = x,
-            }
+        if (s & PARKED == 0 || woken) && spin.step() {
+            s = state.load();
             continue;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            return false;
-        }
-        match w.cas(s, s + WAITER) {
-            Ok(_) => {
-                s += WAITER;
-                break;
+            if !woken {
+                report_spins(stats, spun + spin.steps);
+                return false;
             }
-            Err(x) => s = x,
-        }
-    }
-    // 3. Re-check, then park until woken; we are counted in the waiters until we leave. The
-    //    re-check comes first, also right after registering: it clears WOKEN before any
-    //    sleep, so no futex wait ever expects a word with WOKEN or HANDOFF set. (Parking on the
-    //    value the registration wrote, which could hold WOKEN, let that value come back later
-    //    — ABA — and a waiter sleep while WOKEN told every unlocker not to wake anyone: a lost
-    //    wake-up found by review with an exhaustive model of this state machine.)
-    let wait_start = Instant::now();
-    let mut starving = false;
-    let mut slept = false;
-    let mut timed_out = deadline.is_some_and(|d| Instant::now() >= d);
-    loop {
-        if slept {
-            let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let woke = w.wait(s, timeout);
-            if woke == Wake::Woken {
-                stats.woken();
-            }
-            timed_out = woke == Wake::TimedOut || deadline.is_some_and(|d| Instant::now() >= d);
-            starving = starving || wait_start.elapsed() >= starve_after;
-            s = w.load();
-        }
-        loop {
-            let last = waiters(s) == 1;
-            if s & HANDOFF != 0 {
-                // The hand-off answers the current request; waiters still past the threshold
-                // ask again when they next re-park.
-                let new = (s - WAITER) & !(HANDOFF | WOKEN | STARVING);
-                match w.cas(s, new) {
-                    Ok(_) => {
-                        if slept {
-                            stats.slept_acquire();
-                        }
-                        return true;
-                    }
-                    Err(x) => s = x,
-                }
-                continue;
-            }
-            if s & LOCKED == 0 {
-                let mut new = ((s - WAITER) | LOCKED) & !WOKEN;
-                if last {
-                    new &= !STARVING;
-                }
-                match w.cas(s, new) {
-                    Ok(_) => {
-                        if slept {
-                            stats.slept_acquire();
-                        }
-                        return true;
-                    }
-                    Err(x) => s = x,
-                }
-                continue;
-            }
-            if timed_out {
-                let mut new = (s - WAITER) & !WOKEN;
-                if last {
-                    new &= !STARVING;
-                }
-                match w.cas(s, new) {
-                    Ok(_) => return false,
-                    Err(x) => s = x,
-                }
-                continue;
-            }
-            // Still held: park again, giving up any WOKEN mark so the holder's unlock wakes
-            // someone, and announcing starvation if we have waited too long.
-            let mut new = s & !WOKEN;
-            if starving {
-                new |= STARVING;
-            }
-            if new == s {
-                break;
-            }
-            match w.cas(s, new) {
+            // Give the duty back: the holder's unlock will see WOKEN clear and wake someone.
+            match state.cas(s, s & !WOKEN) {
                 Ok(_) => {
-                    s = new;
-                    break;
+                    report_spins(stats, spun + spin.steps);
+                    return false;
+                }
+                Err(x) => {
+                    s = x;
+                    continue;
+                }
+            }
+        }
+        let had_duty = woken;
+        let validate = || {
+            // Under the bucket mutex: park only while the lock is held, and say so.
+            let mut s = state.load();
+            loop {
+                if s & LOCKED == 0 {
+                    return false;
+                }
+                let mut new = s | PARKED;
+                if had_duty {
+                    new &= !WOKEN;
+                }
+                match state.cas(s, new) {
+                    Ok(_) => return true,
+                    Err(x) => s = x,
+                }
+            }
+        };
+        let timed_out = |last: bool| {
+            if last {
+                clear(state, PARKED);
+            }
+        };
+        let since = *wait_start.get_or_insert_with(Instant::now);
+        match table.park(key, since, had_duty, validate, timed_out, deadline) {
+            Parked::Invalid => {} // the lock came free; any duty is still ours
+            Parked::TimedOut => {
+                stats.park();
+                report_spins(stats, spun + spin.steps);
+                return false;
+            }
+            Parked::Unparked(token) => {
+                stats.park();
+                stats.woken();
+                slept = true;
+                if token == TOKEN_HANDOFF {
+                    report_spins(stats, spun + spin.steps);
+                    stats.slept_acquire();
+                    return true;
+                }
+                woken = true;
+                spun += spin.steps;
+                spin = Spin::new(WOKEN_SPIN_LIMIT);
+            }
+        }
+        s = state.load();
+    }
+}
+
+/// Reports spinning to the hooks, if there was any (a counter update is a shared RMW).
+#[inline]
+fn report_spins<S: LockStats>(stats: &S, steps: u32) {
+    if steps > 0 {
+        stats.spun(steps);
+    }
+}
+
+/// Clears `bits` in the state (a CAS loop).
+fn clear<B: StateByte>(state: &B, bits: u8) {
+    let mut s = state.load();
+    while let Err(x) = state.cas(s, s & !bits) {
+        s = x;
+    }
+}
+
+/// The slow path of unlock, after the lock has been released (one `fetch_and`, whatever the
+/// other bits): the release found a parked waiter and nobody woken, so wake the oldest one —
+/// or, if it has waited past the starvation threshold, take the lock back (unless a newcomer
+/// already has) and hand it over.
+pub(crate) fn wake_after_unlock<B: StateByte, S: LockStats>(state: &B, table: &Table, stats: &S) {
+    table.unpark_one(state.key(), |u| {
+        // Under the bucket mutex: PARKED changes only here, so clearing it when no waiter of
+        // this lock remains is exact. WOKEN may have been set meanwhile by another unlock
+        // that found the same waiters: two woken threads are then on their way, which costs
+        // a wake-up but strands nobody (each clears WOKEN by its next move).
+        let mut s = state.load();
+        loop {
+            let keep = if u.more { !0 } else { !PARKED };
+            let (new, token) = if !u.unparked {
+                (s & keep, TOKEN_RETRY)
+            } else if u.be_fair && s & LOCKED == 0 {
+                ((s | LOCKED) & keep, TOKEN_HANDOFF)
+            } else {
+                ((s | WOKEN) & keep, TOKEN_RETRY)
+            };
+            match state.cas(s, new) {
+                Ok(_) => {
+                    if u.unparked {
+                        stats.wake_sent();
+                    }
+                    if token == TOKEN_HANDOFF {
+                        stats.handoff();
+                    }
+                    return token;
                 }
                 Err(x) => s = x,
             }
         }
-        debug_assert_eq!(
-            s & (WOKEN | HANDOFF),
-            0,
-            "parking on a word that asks for a wake-up"
-        );
-        slept = true;
-        stats.park();
-    }
-}
-
-/// The slow path of unlock: wake one waiter, hand off, or just release.
-#[cold]
-pub(crate) fn unlock_slow<W: Word, S: LockStats>(w: &W, stats: &S) {
-    unlock_slow_with(w, stats, FAIR_HANDOFF_INTERVAL)
-}
-
-/// [`unlock_slow`] with the hand-off interval as a parameter (zero: always hand off when
-/// asked; the model checker uses it, as thread-local clocks would make the model
-/// nondeterministic).
-fn unlock_slow_with<W: Word, S: LockStats>(w: &W, stats: &S, fair_every: Duration) {
-    let mut budget: Option<bool> = None;
-    let mut s = w.load();
-    loop {
-        debug_assert!(
-            s & LOCKED != 0 && s & HANDOFF == 0,
-            "unlock of an unlocked mutex"
-        );
-        let r = if waiters(s) == 0 || s & WOKEN != 0 {
-            // Nobody to wake, or someone is already on the way.
-            w.cas(s, s & !LOCKED).map(|_| false)
-        } else if s & STARVING != 0 && *budget.get_or_insert_with(|| may_hand_off(fair_every)) {
-            w.cas(s, s | HANDOFF | WOKEN).map(|_| {
-                stats.handoff();
-                true
-            })
-        } else {
-            w.cas(s, (s & !LOCKED) | WOKEN).map(|_| true)
-        };
-        match r {
-            Ok(wake) => {
-                if wake {
-                    stats.wake_sent();
-                    w.wake_one();
-                }
-                return;
-            }
-            Err(x) => s = x,
-        }
-    }
+    });
 }
 
 #[cfg(all(test, not(loom)))]
@@ -429,8 +480,9 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn the_lock_is_four_bytes() {
-        assert_eq!(std::mem::size_of::<RawTurnstileMutex>(), 4);
+    fn the_lock_is_one_byte() {
+        assert_eq!(std::mem::size_of::<RawTurnstileMutex>(), 1);
+        assert_eq!(std::mem::size_of::<crate::mutex::Mutex<u32>>(), 8);
     }
 
     #[test]
@@ -444,10 +496,10 @@ mod tests {
             .join()
             .unwrap();
         assert!(!got, "the timed lock expired while held");
-        // The expired waiter left nothing behind: the word is just LOCKED.
-        assert_eq!(m.word.load(), LOCKED);
+        // The expired waiter left nothing behind: no PARKED bit, so unlock takes the fast path.
+        assert_eq!(StateByte::load(&m.state), LOCKED);
         unsafe { m.unlock() };
-        assert_eq!(m.word.load(), 0);
+        assert_eq!(StateByte::load(&m.state), 0);
         assert!(m.try_lock_for(Duration::from_millis(1)));
         unsafe { m.unlock() };
     }
@@ -467,7 +519,46 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         unsafe { m.unlock() };
         assert!(t.join().unwrap());
-        assert_eq!(m.word.load(), 0);
+        assert_eq!(StateByte::load(&m.state) & LOCKED, 0);
+    }
+
+    #[test]
+    fn timed_waiters_that_expire_among_parked_ones_strand_nobody() {
+        // Several timed waiters give up while others stay parked; the parked ones must still
+        // be woken by the final unlock.
+        let m = Arc::new(RawTurnstileMutex::<NoStats>::new());
+        m.lock();
+        let timed: Vec<_> = (0..4)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || m.try_lock_for(Duration::from_millis(30)))
+            })
+            .collect();
+        let patient: Vec<_> = (0..3)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    m.lock();
+                    unsafe { m.unlock() };
+                })
+            })
+            .collect();
+        for t in timed {
+            assert!(
+                !t.join().unwrap(),
+                "the holder kept the lock past every deadline"
+            );
+        }
+        assert_ne!(
+            StateByte::load(&m.state) & PARKED,
+            0,
+            "the patient waiters are parked"
+        );
+        unsafe { m.unlock() };
+        for t in patient {
+            t.join().unwrap();
+        }
+        assert_eq!(StateByte::load(&m.state) & (LOCKED | PARKED), 0);
     }
 
     #[derive(Default)]
@@ -497,8 +588,8 @@ mod tests {
             }
         });
         // This thread holds the lock for 2 ms at a time and re-locks at once after each
-        // release, winning the race against a woken waiter; a waiter past the threshold asks
-        // for a hand-off and gets one.
+        // release, winning the race against a woken waiter; a waiter past the threshold is
+        // handed the lock instead.
         let deadline = Instant::now() + Duration::from_secs(60);
         while m.stats().handoffs.load(Ordering::Relaxed) == 0 {
             assert!(Instant::now() < deadline, "no hand-off happened");
@@ -509,89 +600,70 @@ mod tests {
         done.store(true, Ordering::Relaxed);
         unsafe { m.unlock() };
         waiter.join().unwrap();
-        assert_eq!(m.word.load(), 0);
+        assert_eq!(StateByte::load(&m.state) & (LOCKED | PARKED), 0);
     }
 }
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    //! Model checks of the lock's state machine: `RUSTFLAGS="--cfg loom" cargo test -p
-    //! turnstile --release --lib mutex`. The futex is modelled by a loom mutex and condition
-    //! variable with the kernel's compare-and-sleep semantics.
+    //! Model checks of the lock's state machine together with the parking table:
+    //! `RUSTFLAGS="--cfg loom" cargo test -p turnstile --release --lib mutex`. Loom explores
+    //! every interleaving of the state byte, the bucket mutex and the parkers (a modelled
+    //! mutex and condition variable), and reports a deadlock if a waiter is stranded.
     use super::*;
-    use loom::sync::atomic::{AtomicU32, Ordering};
-    use loom::sync::{Arc, Condvar, Mutex};
+    use loom::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+    use loom::sync::Arc;
 
-    struct LoomWord {
-        v: AtomicU32,
-        m: Mutex<()>,
-        cv: Condvar,
-    }
+    struct LoomByte(AtomicU8);
 
-    impl LoomWord {
-        fn new() -> Self {
-            LoomWord {
-                v: AtomicU32::new(0),
-                m: Mutex::new(()),
-                cv: Condvar::new(),
-            }
+    impl StateByte for LoomByte {
+        fn load(&self) -> u8 {
+            self.0.load(Ordering::Acquire)
         }
-    }
-
-    impl Word for LoomWord {
-        fn load(&self) -> u32 {
-            self.v.load(Ordering::Acquire)
-        }
-        fn cas(&self, c: u32, n: u32) -> Result<u32, u32> {
-            self.v
+        fn cas(&self, c: u8, n: u8) -> Result<u8, u8> {
+            self.0
                 .compare_exchange(c, n, Ordering::AcqRel, Ordering::Acquire)
         }
-        fn swap(&self, n: u32) -> u32 {
-            self.v.swap(n, Ordering::AcqRel)
+        fn or(&self, bits: u8) -> u8 {
+            self.0.fetch_or(bits, Ordering::AcqRel)
         }
-        fn wait(&self, expected: u32, _timeout: Option<Duration>) -> Wake {
-            let g = self.m.lock().unwrap();
-            if self.v.load(Ordering::Acquire) != expected {
-                return Wake::Changed;
-            }
-            drop(self.cv.wait(g).unwrap());
-            Wake::Woken
-        }
-        fn wake_one(&self) {
-            let _g = self.m.lock().unwrap();
-            self.cv.notify_one();
+        fn and_not(&self, bits: u8) -> u8 {
+            self.0.fetch_and(!bits, Ordering::AcqRel)
         }
     }
 
-    fn lock(w: &LoomWord, starve_after: Duration) {
-        if w.cas(0, LOCKED).is_err() {
-            assert!(lock_slow_with(w, &NoStats, None, starve_after));
+    fn lock(w: &LoomByte, table: &Table) {
+        if w.or(LOCKED) & LOCKED != 0 {
+            assert!(lock_slow(w, table, &NoStats, None));
         }
     }
 
-    fn unlock(w: &LoomWord) {
-        if w.cas(LOCKED, 0).is_err() {
-            unlock_slow_with(w, &NoStats, Duration::ZERO);
+    fn unlock(w: &LoomByte, table: &Table) {
+        let old = w.and_not(LOCKED);
+        assert_ne!(old & LOCKED, 0);
+        if old & (PARKED | WOKEN) == PARKED {
+            wake_after_unlock(w, table, &NoStats);
         }
     }
 
     /// `threads` threads each lock and unlock `rounds` times; `starve_after` is `MAX` (never:
-    /// real elapsed time would make the model nondeterministic) or zero (always hand off).
-    /// Checks mutual exclusion, that nobody is stranded (loom reports deadlock), and
-    /// that the word returns to 0.
+    /// real elapsed time would make the model nondeterministic) or zero (every unpark is a
+    /// hand-off). Checks mutual exclusion, that nobody is stranded (loom reports deadlock),
+    /// and that the lock ends unlocked with nobody parked.
     fn check(threads: usize, rounds: usize, starve_after: Duration) {
         loom::model(move || {
-            let w = Arc::new(LoomWord::new());
+            let w = Arc::new(LoomByte(AtomicU8::new(0)));
+            let table = Arc::new(Table::new(1, starve_after, Duration::ZERO));
             let inside = Arc::new(AtomicU32::new(0));
             let hs: Vec<_> = (0..threads)
                 .map(|_| {
-                    let (w, inside) = (w.clone(), inside.clone());
+                    let (w, table, inside) = (w.clone(), table.clone(), inside.clone());
                     loom::thread::spawn(move || {
                         for _ in 0..rounds {
-                            lock(&w, starve_after);
+                            lock(&w, &table);
                             assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0);
                             inside.fetch_sub(1, Ordering::SeqCst);
-                            unlock(&w);
+                            unlock(&w, &table);
                         }
                     })
                 })
@@ -599,7 +671,7 @@ mod loom_tests {
             for h in hs {
                 h.join().unwrap();
             }
-            assert_eq!(w.load(), 0);
+            assert_eq!(w.load() & (LOCKED | PARKED), 0);
         });
     }
 

@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::futex::{FutexWord, Word};
+use super::futex::FutexWord;
 
 /// Test-then-try rounds a spinner makes before blocking (innotsim-style busy-wait length,
 /// comparable to glibc's adaptive mutex default of 100 spin iterations).
