@@ -23,8 +23,12 @@ use super::raw::{LockStats, RawTurnstileMutex};
 use crate::histogram::{Histogram, HistogramSnapshot};
 
 /// Slow-path counters of a turnstile lock (shared atomics, touched only when a thread spins,
-/// parks or is woken).
+/// parks or is woken). They sit on a cache line of their own (the alignment), so that a
+/// waiter counting its spins does not take the lock word's line away from the holder: with the
+/// counters beside the word, the counted lock ran 1.1–1.2× parking_lot at 2 and 128 threads,
+/// hold 0, 1 mutex, on the development machine; padded, level with it.
 #[derive(Debug, Default)]
+#[repr(align(64))]
 pub struct LockCounters {
     spins: AtomicU64,
     parks: AtomicU64,

@@ -5,7 +5,7 @@
 //!
 //! | type | what |
 //! |---|---|
-//! | [`Mutex`] / [`RawTurnstileMutex`] | ours: 1 byte, waiters parked off the lock word, wake one, bounded spin, starvation hand-off, timed lock |
+//! | [`Mutex`] / [`RawTurnstileMutex`] | ours: 4 bytes, waiters parked off the lock word, wake one, bounded spin, starvation hand-off, timed lock |
 //! | [`Instrumented`] | the same lock with counters, wait histogram, holder, waiter registry, watchdog |
 //! | [`InnodbMutex`] | InnoDB 5.6: test-and-set, random-delay spin, sync array, broadcast on unlock |
 //! | [`SpinGlobalMutex`], [`SpinPerMutex`] | busy-wait then block, with a global / per-mutex cap on spinners |
@@ -14,7 +14,7 @@
 //! use std::time::Duration;
 //! use turnstile::mutex::{current_waiters, Instrumented};
 //!
-//! // The plain lock: 1 byte, the usual guard API, and a timed lock.
+//! // The plain lock: 4 bytes, the usual guard API, and a timed lock.
 //! let m = turnstile::Mutex::new(0u64);
 //! *m.lock() += 1;
 //! assert_eq!(*m.try_lock_for(Duration::from_millis(1)).unwrap(), 1);
