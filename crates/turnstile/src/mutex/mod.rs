@@ -5,7 +5,7 @@
 //!
 //! | type | what |
 //! |---|---|
-//! | [`Mutex`] / [`RawTurnstileMutex`] | ours: 4 bytes, waiters parked off the lock word, wake one, bounded spin, starvation hand-off, timed lock |
+//! | [`Mutex`] / [`RawTurnstileMutex`] | ours: 4 bytes, waiters parked off the lock word, wake one, the woken one claims the next release, bounded spin, starvation hand-off, timed lock |
 //! | [`Instrumented`] | the same lock with counters, wait histogram, holder, waiter registry, watchdog |
 //! | [`InnodbMutex`] | InnoDB 5.6: test-and-set, random-delay spin, sync array, broadcast on unlock |
 //! | [`SpinGlobalMutex`], [`SpinPerMutex`] | busy-wait then block, with a global / per-mutex cap on spinners |
