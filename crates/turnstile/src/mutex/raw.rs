@@ -110,14 +110,24 @@ pub const SPIN_LIMIT: Duration = Duration::from_micros(4);
 
 /// How long a woken thread (the one holding the `WOKEN` duty: one per lock at a time) polls,
 /// with its `CLAIM` on the next release, before parking again: a critical section shorter than
-/// this ends in a grant, a longer one costs another park and wake-up. While it polls, unlocks
-/// wake nobody; once it parks, the next unlock
-/// pays a wake-up (a system call with the lock already free, so an idle lock for ~1.5 µs) and
-/// the woken thread a wake-up latency. A long poll makes that cycle rare: measured on the
-/// development machine (1 and 4 mutexes, 2–1024 threads, hold 0 and 1000 ns, medians of 3),
-/// a 4 µs poll without yields left hold-0 runs at 1.1–1.9× parking_lot, a 50 µs poll that
-/// yields between looks at 0.9–1.35×; 20 µs and 200 µs were no better. The yields give the
-/// core away whenever another thread is runnable.
+/// this ends in a grant, a longer one costs another park and wake-up (the next unlock's system
+/// call and the waiter's wake-up latency). Every poll after the first few is a `sched_yield`
+/// (~0.6 µs here), which gives the core to another runnable thread, the holder among them.
+///
+/// Measured on the 2-core development machine. Before the claim, the poll had to be long to
+/// catch the lock free at all: 4 µs without yields left hold 0 at 1.1–1.9× parking_lot, 50 µs
+/// with yields 0.9–1.35×. With the claim, a shorter poll was tried, since at hold 0 with 128
+/// threads the pollers' yields cost 17 ns of system time per loop against parking_lot's 11:
+/// - in A/B rounds alternated in one session (`bench mutex --variants turnstile,parking_lot
+///   --mutexes 1,4 --hold-ns 0,1000 --threads 2,128,1024 --repeat 3`), hold 0, 1 mutex, 128
+///   and 1024 threads ran at 1.15–1.31× parking_lot with 50 µs, 1.03–1.37× with 20 µs and
+///   0.98–1.27× with 10 µs;
+/// - but the full sweep with 10 µs did not confirm it (hold 0, 1 mutex, 64–1024 threads at
+///   1.12–1.23×, against 1.01–1.25× in the sweep with 50 µs just before), and at hold 100 µs
+///   (`--variants innodb,turnstile --hold-ns 100000`) the wake-ups per acquisition that slept
+///   rose from 1.08–4.35 to 1.30–8.30.
+///
+/// So 50 µs stays.
 pub const WOKEN_SPIN_LIMIT: Duration = Duration::from_micros(50);
 
 /// Back-off cap while spinning: at most 2^3 PAUSEs between polls (a PAUSE measured 26 ns on
