@@ -581,7 +581,7 @@ pub(crate) fn after_unlock<B: StateWord, S: LockStats>(
 /// other bits): the release found a parked waiter and nobody woken, so wake the oldest one —
 /// or, if it has waited past the starvation threshold, take the lock back (unless a newcomer
 /// already has) and hand it over.
-pub(crate) fn wake_after_unlock<B: StateWord, S: LockStats>(state: &B, table: &Table, stats: &S) {
+fn wake_after_unlock<B: StateWord, S: LockStats>(state: &B, table: &Table, stats: &S) {
     table.unpark_one(state.key(), |u| {
         // Under the bucket mutex: PARKED changes only here, so clearing it when no waiter of
         // this lock remains is exact. WOKEN may have been set meanwhile by another unlock
@@ -664,7 +664,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unlock_wakes_only_when_someone_is_parked_and_nobody_is_on_the_way() {
+    fn an_unlock_takes_its_slow_path_only_to_wake_a_parked_waiter_or_grant_a_claim() {
         for (old, slow) in [
             (LOCKED, false),
             (LOCKED | PARKED, true),
