@@ -12,9 +12,7 @@
 //! buckets, each a mutex and a FIFO, and a validate callback run under the bucket mutex so a
 //! thread parks only if the lock still says it should), reduced to what one lock needs: park,
 //! unpark one, time out. The bucket also keeps the clock of the starvation hand-off, so the
-//! unlocker learns under the same mutex whether the thread it wakes has waited too long (and
-//! has already lost once after a wake-up: a first wake-up needs no hand-off, see
-//! `STARVATION_THRESHOLD`).
+//! unlocker learns under the same mutex whether the thread it wakes has waited too long.
 //!
 //! Invariants (all under the bucket mutex):
 //! - a waiter is in exactly one queue from `park`'s validate until an unparker removes it
@@ -43,9 +41,8 @@ pub(crate) struct Unparked {
     pub(crate) unparked: bool,
     /// Other waiters for the same key remain.
     pub(crate) more: bool,
-    /// The unparked waiter was woken before and lost (it parked again), has waited past the
-    /// starvation threshold, and the bucket's fairness interval has passed: the lock should be
-    /// handed to it.
+    /// The unparked waiter has waited past the starvation threshold and the bucket's fairness
+    /// interval has passed: the lock should be handed to it.
     pub(crate) be_fair: bool,
 }
 
@@ -164,8 +161,6 @@ struct Waiter {
     key: usize,
     parker: Arc<Parker>,
     since: Instant,
-    /// Parked again after a wake-up that did not win the lock (queued at the front).
-    requeued: bool,
 }
 
 struct BucketInner {
@@ -242,7 +237,6 @@ impl Table {
                 key,
                 parker: parker.clone(),
                 since,
-                requeued: front,
             };
             if front {
                 b.queue.push_front(w);
@@ -289,8 +283,7 @@ impl Table {
         // Waiters before `i` are for other keys.
         let more = b.queue.iter().skip(i).any(|x| x.key == key);
         let now = Instant::now();
-        let be_fair = w.requeued
-            && now.saturating_duration_since(w.since) >= self.starve_after
+        let be_fair = now.saturating_duration_since(w.since) >= self.starve_after
             && b.next_fair.map_or(true, |t| now >= t);
         let token = decide(Unparked {
             unparked: true,
