@@ -103,8 +103,8 @@
 //! | `LOCKED + PARKED` | a thread parking while the lock is held | unlock: `−LOCKED`, then (the *wake step*, under the bucket mutex) unpark the oldest waiter and `+WOKEN` (`−PARKED` if it was the last); or, if that waiter has waited past 1 ms and the bucket's hand-off interval has passed, take the lock back if it is still free (`+LOCKED`) and give it to that waiter |
 //! | `PARKED` | unlock, until its wake step | the wake step (`+WOKEN` or `+LOCKED`); a newcomer barging in (`+LOCKED`: its own unlock then runs a wake step too) |
 //! | `WOKEN` | the wake step | the woken waiter acquiring (`+LOCKED −WOKEN −LONG`) or, if others are parked, claiming (`+CLAIM`); a newcomer barging in (`+LOCKED`) |
-//! | `LOCKED + WOKEN` | a newcomer barged in ahead of the woken waiter; a grant taken, with a successor being woken | the woken waiter claiming (`+CLAIM`), parking again (`−WOKEN +PARKED +LONG`, at the front of the queue) or timing out (`−WOKEN`); the successor step dropping the duty (`−WOKEN`) if nobody is left to wake; unlock only clears `LOCKED` |
-//! | `LOCKED + WOKEN + CLAIM` | the woken waiter claiming | unlock: `−LOCKED`, then the *grant* (`+LOCKED +GRANT −CLAIM`, and `−WOKEN` unless waiters are parked and `LONG` is clear, in which case the granter then runs the *successor step*: unpark the oldest waiter to carry `WOKEN`, or `−WOKEN` if none is left); the claimer parking again or timing out (`−WOKEN −CLAIM`) |
+//! | `LOCKED + WOKEN` | a newcomer barged in ahead of the woken waiter; a grant taken, with a successor being woken | the woken waiter claiming (`+CLAIM`), parking again (`−WOKEN +PARKED +LONG`, at the front of the queue) or timing out (`−WOKEN`); the successor step dropping the duty (`−WOKEN`) if nobody is left to wake or the waiter it unparks is handed the lock; unlock only clears `LOCKED` |
+//! | `LOCKED + WOKEN + CLAIM` | the woken waiter claiming | unlock: `−LOCKED`, then the *grant* (`+LOCKED +GRANT −CLAIM`, and `−WOKEN` unless waiters are parked and `LONG` is clear, in which case the granter then runs the *successor step*, a wake step that unparks the oldest waiter to carry `WOKEN`, or clears `WOKEN` if none is left or it hands that waiter the lock); the claimer parking again or timing out (`−WOKEN −CLAIM`) |
 //! | `WOKEN + CLAIM` | unlock, until its grant; a woken waiter claiming a free lock | the grant; the claimer acquiring (`+LOCKED −WOKEN −CLAIM −LONG`); a newcomer barging in (`+LOCKED`: its own unlock then grants) |
 //! | `LOCKED + GRANT` (± `WOKEN`) | the grant | the claimer taking it (`−GRANT −LONG`); meanwhile another woken waiter may claim (`+CLAIM`) |
 //!
@@ -116,9 +116,10 @@
 //! by its next move on the lock (acquiring, parking again while the lock is held, or timing
 //! out while it is held) or passes it on by taking a grant — a grant either clears `WOKEN` or
 //! keeps it for its granter, which, in the same unlock, unparks a successor to carry it (under
-//! the bucket mutex) or clears it if no waiter is left. So if `WOKEN` is set, a woken thread
-//! has not yet made its move or a granter has not yet finished its successor step, and an
-//! unlock that skipped waking because of `WOKEN` strands nobody. (Two unlocks can race to
+//! the bucket mutex) or clears it (no waiter left, or the one unparked is handed the lock).
+//! So if `WOKEN` is set, a woken thread has not yet made its move or a granter has not yet
+//! finished its successor step, and an unlock that skipped waking because of `WOKEN` strands
+//! nobody. (Two unlocks can race to
 //! wake — the second finds `PARKED` before the first's wake step — and then two threads carry
 //! the duty: a wasted wake-up, never a lost one.) Only a woken waiter sets `CLAIM`, and every
 //! woken waiter clears `CLAIM` (whoever set it) in the same CAS as any move that ends its
@@ -637,7 +638,7 @@ pub(crate) fn after_unlock<B: StateWord, S: LockStats>(
                 Ok(_) => {
                     stats.grant();
                     if successor {
-                        wake_successor(state, table, stats);
+                        wake_after_unlock(state, table, stats, true);
                     }
                     return;
                 }
@@ -646,39 +647,16 @@ pub(crate) fn after_unlock<B: StateWord, S: LockStats>(
         }
         return;
     }
-    wake_after_unlock(state, table, stats);
-}
-
-/// After a grant with waiters parked: wake the oldest of them to carry the `WOKEN` duty the
-/// grant kept, or drop the duty if none is left.
-fn wake_successor<B: StateWord, S: LockStats>(state: &B, table: &Table, stats: &S) {
-    table.unpark_one(state.key(), |u| {
-        let mut s = state.load();
-        loop {
-            let keep = if u.more { !0 } else { !PARKED };
-            let new = if u.unparked {
-                (s | WOKEN) & keep
-            } else {
-                s & keep & !WOKEN
-            };
-            match state.cas(s, new) {
-                Ok(_) => {
-                    if u.unparked {
-                        stats.wake_sent();
-                    }
-                    return TOKEN_RETRY;
-                }
-                Err(x) => s = x,
-            }
-        }
-    });
+    wake_after_unlock(state, table, stats, false);
 }
 
 /// The wake step of unlock, after the lock has been released (one `fetch_sub`, whatever the
 /// other bits): the release found a parked waiter and nobody woken, so wake the oldest one —
 /// or, if it has waited past the starvation threshold, take the lock back (unless a newcomer
-/// already has) and hand it over.
-fn wake_after_unlock<B: StateWord, S: LockStats>(state: &B, table: &Table, stats: &S) {
+/// already has) and hand it over. With `duty`, this is a granter's *successor step*: the grant
+/// kept `WOKEN` for the thread woken here, so if nobody is woken (no waiter left, or the
+/// waiter is handed the lock instead) the step clears `WOKEN` itself.
+fn wake_after_unlock<B: StateWord, S: LockStats>(state: &B, table: &Table, stats: &S, duty: bool) {
     table.unpark_one(state.key(), |u| {
         // Under the bucket mutex: PARKED changes only here, so clearing it when no waiter of
         // this lock remains is exact. WOKEN may have been set meanwhile by another unlock
@@ -686,13 +664,16 @@ fn wake_after_unlock<B: StateWord, S: LockStats>(state: &B, table: &Table, stats
         // a wake-up but strands nobody (each clears WOKEN by its next move).
         let mut s = state.load();
         loop {
-            let keep = if u.more { !0 } else { !PARKED };
+            let mut keep = if u.more { !0 } else { !PARKED };
+            if duty {
+                keep &= !WOKEN; // set again below only for a thread woken to carry it
+            }
             let (new, token) = if !u.unparked {
                 (s & keep, TOKEN_RETRY)
             } else if u.be_fair && s & LOCKED == 0 {
                 ((s | LOCKED) & keep, TOKEN_HANDOFF)
             } else {
-                ((s | WOKEN) & keep, TOKEN_RETRY)
+                ((s & keep) | WOKEN, TOKEN_RETRY)
             };
             match state.cas(s, new) {
                 Ok(_) => {
