@@ -439,7 +439,9 @@ impl Connection {
     }
 
     /// An autocommit `INSERT`: one call into the engine, then the commit through the binlog's
-    /// commit mutex, holding or releasing the gate slot while waiting for it.
+    /// commit mutex, holding or releasing the gate slot while waiting for it. An error means
+    /// the row was not committed: with the slot released, the commit's outcome is returned as
+    /// it is, and the statement ends without asking the gate for its slot back.
     pub fn insert(&mut self, table: &str, row: &Row, mode: CommitMode) -> Result<()> {
         let engine = self.engine.clone();
         let stats = &engine.stats;
@@ -460,7 +462,7 @@ impl Connection {
                     let r = engine.commit(table, row);
                     stats.commit_waiting.fetch_sub(1, Ordering::Relaxed);
                     r
-                })??;
+                })?;
             }
         }
         drop(call);

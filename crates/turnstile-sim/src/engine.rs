@@ -12,7 +12,9 @@ use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use turnstile::policy::{Admission, AdmittedBy, Attempt, Core, Hold, Step, WaitId};
+use turnstile::policy::{
+    Admission, AdmittedBy, Attempt, Core, Hold, HoldKind, Step, Tickets, WaitId,
+};
 use turnstile::GateConfig;
 
 use crate::machine::{Distribution, MachineConfig};
@@ -105,7 +107,8 @@ enum Resume {
 
 struct Thread {
     program: Box<dyn Program>,
-    tickets: u32,
+    /// The library's ticket rule (the same code the real gate runs).
+    tickets: Tickets,
     hold: Option<Hold>,
     attempt: Attempt,
     resume: Resume,
@@ -228,7 +231,7 @@ impl Sim {
         let tid = self.threads.len() as Tid;
         self.threads.push(Thread {
             program,
-            tickets: 0,
+            tickets: Tickets::default(),
             hold: None,
             attempt: Attempt::new(false),
             resume: Resume::Advance,
@@ -496,8 +499,9 @@ impl Sim {
     }
 
     fn admitted(&mut self, tid: Tid, a: Admission) {
+        let counted = a.hold.kind() != HoldKind::Uncounted;
         let t = &mut self.threads[tid as usize];
-        t.tickets = a.tickets;
+        t.tickets.grant(&a);
         t.hold = Some(a.hold);
         t.attempt = Attempt::new(false);
         let c = &mut self.gate_counts;
@@ -507,7 +511,7 @@ impl Sim {
             AdmittedBy::Forced => c.forced += 1,
             _ => {}
         }
-        if a.hold != Hold::Uncounted {
+        if counted {
             self.set_inside(1);
         }
     }
@@ -519,11 +523,7 @@ impl Sim {
             Core::Queue(q) => q.enter(&mut at, &tid),
             Core::Polling(p) => p.enter(&mut at),
             Core::Timer(t) => t.enter(&mut at),
-            Core::Unlimited => Step::Admitted(Admission {
-                by: AdmittedBy::Unlimited,
-                hold: Hold::Uncounted,
-                tickets: u32::MAX,
-            }),
+            Core::Unlimited(u) => Step::Admitted(u.enter()),
         };
         self.threads[tid as usize].attempt = at;
         match step {
@@ -561,11 +561,11 @@ impl Sim {
 
     fn leave_gate(&mut self, tid: Tid) {
         let t = &mut self.threads[tid as usize];
-        t.tickets = 0;
+        t.tickets.clear();
         let Some(hold) = t.hold.take() else {
             return;
         };
-        if hold != Hold::Uncounted {
+        if hold.kind() != HoldKind::Uncounted {
             self.set_inside(-1);
         }
         let release = match &mut self.gate {
@@ -578,7 +578,10 @@ impl Sim {
                 t.exit(hold);
                 None
             }
-            Core::Unlimited => None,
+            Core::Unlimited(u) => {
+                u.exit(hold);
+                None
+            }
         };
         if let Some(r) = release {
             // The core counts the released waiter inside already; this simulation counts it
@@ -595,7 +598,7 @@ impl Sim {
             let now = self.now;
             let op = {
                 let t = &mut self.threads[tid as usize];
-                let tickets = if t.hold.is_some() { t.tickets } else { 0 };
+                let tickets = t.tickets.left();
                 t.program.next(now, tickets, &mut self.rng)
             };
             match op {
@@ -615,8 +618,7 @@ impl Sim {
                 }
                 Op::Enter => {
                     let t = &mut self.threads[tid as usize];
-                    if t.tickets > 0 && t.hold.is_some() {
-                        t.tickets -= 1;
+                    if t.tickets.try_reenter() {
                         self.gate_counts.reentries += 1;
                         continue;
                     }
@@ -631,13 +633,11 @@ impl Sim {
                     }
                 }
                 Op::Spend(k) => {
-                    let t = &mut self.threads[tid as usize];
-                    let k = k.min(t.tickets);
-                    t.tickets -= k;
+                    let k = self.threads[tid as usize].tickets.spend(k);
                     self.gate_counts.reentries += k as u64;
                 }
                 Op::Exit => {
-                    if self.threads[tid as usize].tickets == 0 {
+                    if !self.threads[tid as usize].tickets.keeps_slot() {
                         self.leave_gate(tid);
                     }
                 }

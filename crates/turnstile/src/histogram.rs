@@ -91,6 +91,16 @@ impl Histogram {
         }
     }
 
+    /// Records one value from any thread (read-modify-writes: for histograms shared by many
+    /// recorders, such as a gate's wait times, which only slow paths record).
+    #[inline]
+    pub(crate) fn record_shared(&self, v: u64) {
+        self.buckets[bucket_of(v)].fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(v, Ordering::Relaxed);
+        self.max.fetch_max(v, Ordering::Relaxed);
+    }
+
     /// A copy of the current counts.
     pub fn snapshot(&self) -> HistogramSnapshot {
         HistogramSnapshot {

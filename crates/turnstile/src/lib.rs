@@ -9,9 +9,12 @@
 //!   [`Statement`]; each [`Statement::enter`] is one call into the engine (one row fetched) and
 //!   returns a [`Call`] guard whose drop exits. With tickets left, an enter costs one ticket
 //!   and touches nothing shared, and the session keeps its slot between calls; the statement's
-//!   end force-exits. [`Call::step_out`] frees the slot around blocking work.
-//! * [`Gate::snapshot`] — states, counters and wait histograms, printable as InnoDB-style text.
-//! * [`policy`] — each policy's decisions, written once and shared with the simulator.
+//!   end force-exits. [`Call::step_out`] frees the slot around blocking work and always returns
+//!   the work's value; [`Call::resume`] re-enters.
+//! * [`Gate::stats`] — cheap totals and gauges for monitoring (counters never decrease);
+//!   [`Gate::snapshot`] adds every session, printable as InnoDB-style text.
+//! * `policy` (hidden, not semver) — each policy's decisions, written once and shared with
+//!   the simulator.
 //!
 //! ## Example: a scan, and a row-lock wait
 //!
@@ -42,8 +45,9 @@
 //! let granted = call.step_out(StepOutReason::RowLockWait, || {
 //!     std::thread::sleep(Duration::from_millis(1)); // ... wait for the lock ...
 //!     true
-//! })?;
+//! });
 //! assert!(granted);
+//! call.resume()?; // back inside to update the row: one ticket, without checking the limit
 //! drop(call);
 //! drop(stmt);
 //!
@@ -55,12 +59,15 @@
 
 mod clock;
 mod config;
+mod driver;
 mod error;
 mod gate;
 pub mod histogram;
 mod monitor;
 pub mod mutex;
+#[doc(hidden)]
 pub mod policy;
+mod registry;
 mod session;
 mod sync;
 
@@ -68,6 +75,8 @@ pub use config::{GateConfig, Policy, MAX_ADAPTIVE_SLEEP_DELAY, MAX_LIMIT, MAX_SL
 pub use error::{ConfigError, GateError};
 pub use gate::Gate;
 pub use histogram::{Histogram, HistogramSnapshot};
-pub use monitor::{Counters, GateSnapshot, SessionSnapshot, SessionState, StepOutReason};
+pub use monitor::{
+    Counters, GateSnapshot, GateStats, SessionSnapshot, SessionState, StepOutReason,
+};
 pub use mutex::{Mutex, MutexGuard};
 pub use session::{Call, Canceler, Session, Statement};

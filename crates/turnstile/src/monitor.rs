@@ -10,6 +10,7 @@ use crate::histogram::HistogramSnapshot;
 
 /// Why a session stepped out of the gate while keeping its statement open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum StepOutReason {
     /// Waiting for a row lock (InnoDB force-exits before `lock_wait_suspend_thread`).
     RowLockWait,
@@ -47,6 +48,7 @@ impl StepOutReason {
 
 /// What a session is doing right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SessionState {
     /// Not inside and not asking to be.
     Outside,
@@ -116,8 +118,10 @@ impl SessionState {
     }
 }
 
-/// Event counts, summed over every session the gate has had.
+/// Event counts, summed over every session the gate has had. Every field only grows over the
+/// gate's life (an exporter may treat each as a counter).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counters {
     /// Admissions of every kind (a re-entry with tickets is not one).
     pub admissions: u64,
@@ -160,9 +164,11 @@ pub(crate) enum Counter {
     StepOuts,
     Cancellations,
     Timeouts,
+    /// Admissions that did not wait (the zeros of the wait histogram; not in [`Counters`]).
+    AdmissionsWithoutWait,
 }
 
-pub(crate) const N_COUNTERS: usize = 12;
+pub(crate) const N_COUNTERS: usize = 13;
 
 impl Counters {
     pub(crate) fn from_array(a: &[u64; N_COUNTERS]) -> Counters {
@@ -185,6 +191,7 @@ impl Counters {
 
 /// One session in a [`GateSnapshot`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SessionSnapshot {
     /// The session's id, unique within its gate.
     pub id: u64,
@@ -200,9 +207,11 @@ pub struct SessionSnapshot {
     pub in_state: Option<Duration>,
 }
 
-/// A point-in-time picture of a gate, from [`crate::Gate::snapshot`].
-#[derive(Debug, Clone)]
-pub struct GateSnapshot {
+/// The gate's totals and gauges, from [`crate::Gate::stats`]: cheap to take (no allocation
+/// per session), lifetime counters that never decrease, and gate-wide histograms.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct GateStats {
     /// The gate's policy.
     pub policy: Policy,
     /// The limit now (0 = unlimited).
@@ -210,7 +219,8 @@ pub struct GateSnapshot {
     /// Tickets per admission.
     pub tickets: u32,
     /// Threads counted in the limit's slots (released-but-not-yet-running waiters included;
-    /// `polling` may include a thread mid-check).
+    /// `polling` and `timer` may include a thread mid-check; while the limit is 0, every
+    /// thread inside is counted too). Always 0 for the `unlimited` policy, which counts nothing.
     pub inside: u32,
     /// FLIFO: threads running by the LIFO rule (not in `inside`).
     pub lifo_running: u32,
@@ -218,12 +228,16 @@ pub struct GateSnapshot {
     pub fifo_pending: u32,
     /// Threads waiting in the FIFO queue.
     pub queued: u32,
-    /// Threads sleeping or yielding before (re)trying.
+    /// Threads sleeping before (re)trying.
     pub sleeping: u32,
+    /// Sessions waiting to be admitted, whatever the way (sleeping, yielding, queued, woken).
+    pub waiting: u32,
+    /// Sessions stepped out of the gate around blocking work.
+    pub stepped_out: u32,
+    /// Live sessions.
+    pub sessions: u32,
     /// The sleep delay in force (`polling`'s adapts).
     pub sleep_delay: Duration,
-    /// Every live session.
-    pub sessions: Vec<SessionSnapshot>,
     /// Event counts over the gate's life.
     pub counters: Counters,
     /// Time from asking to enter to admission, per admission; admissions that did not wait
@@ -233,6 +247,25 @@ pub struct GateSnapshot {
     pub wake_latency: HistogramSnapshot,
     /// How long the gate had existed when this was taken.
     pub taken_at: Duration,
+}
+
+/// A point-in-time picture of a gate, from [`crate::Gate::snapshot`]: its [`GateStats`] (which
+/// the snapshot dereferences to, so `snapshot.inside` reads them) and every live session.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GateSnapshot {
+    /// Totals and gauges.
+    pub stats: GateStats,
+    /// Every live session.
+    pub sessions: Vec<SessionSnapshot>,
+}
+
+impl std::ops::Deref for GateSnapshot {
+    type Target = GateStats;
+
+    fn deref(&self) -> &GateStats {
+        &self.stats
+    }
 }
 
 impl GateSnapshot {

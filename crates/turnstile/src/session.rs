@@ -8,17 +8,27 @@
 //!
 //! ```text
 //!  Session ──begin()──▶ Statement ──enter()──▶ Call ──drop──▶ (exit: keep slot while tickets)
-//!                          │                    └─step_out(reason, f)──▶ leave, f(), re-enter
+//!                          │                    ├─step_out(reason, f)──▶ leave, f() → its value
+//!                          │                    └─resume()──▶ re-enter by the reason's rule
 //!                          └─drop──▶ force exit (tickets → 0, slot freed, waiter handed it)
 //! ```
+//!
+//! **The step-out contract** (one, for [`Statement::step_out`] and [`Call::step_out`]): leave
+//! the gate (tickets to 0, the slot freed or handed on), run `f`, return its value — always,
+//! whatever happens to the re-entry. The session is then outside. The next admission —
+//! [`Call::resume`] to continue the same call inside the engine, or the statement's next
+//! [`Statement::enter`] — re-enters by the policy's rule for that reason: after a
+//! [`StepOutReason::RowLockWait`] that began inside, without checking the limit and with one
+//! ticket (InnoDB's `srv_conc_force_enter_innodb`); otherwise a normal admission, which may
+//! wait and fail. A call dropped after its step-out is not re-admitted at all.
 
 use std::time::{Duration, Instant};
 
 use crate::error::GateError;
-use crate::gate::{deliver, mark_woken, Engine, GateInner, SessionShared};
+use crate::gate::GateInner;
 use crate::monitor::{Counter, SessionState, StepOutReason};
-use crate::policy::queue::QueueCore;
-use crate::policy::{Admission, AdmittedBy, Attempt, Hold, Step, WaitId};
+use crate::policy::{Admission, AdmittedBy, Attempt, Hold, Step, Tickets, WaitId};
+use crate::registry::SessionShared;
 use crate::sync::{lock, yield_now, Arc};
 use std::sync::atomic::Ordering;
 
@@ -29,17 +39,21 @@ use std::sync::atomic::Ordering;
 pub struct Session {
     gate: Arc<GateInner>,
     sh: Arc<SessionShared>,
-    tickets: u32,
+    tickets: Tickets,
     hold: Option<Hold>,
-    holds_locks: bool,
     wait_timeout: Option<Duration>,
+    /// The current statement declared that it holds row locks or latches.
+    holds_locks: bool,
+    /// A step-out that began inside left this reason: the next admission of the statement
+    /// re-enters by its rule.
+    resume: Option<StepOutReason>,
 }
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
             .field("id", &self.sh.id)
-            .field("tickets", &self.tickets)
+            .field("tickets", &self.tickets.left())
             .field("inside", &self.hold.is_some())
             .finish_non_exhaustive()
     }
@@ -94,10 +108,11 @@ impl Session {
         Session {
             gate,
             sh,
-            tickets: 0,
+            tickets: Tickets::default(),
             hold: None,
-            holds_locks: false,
             wait_timeout: None,
+            holds_locks: false,
+            resume: None,
         }
     }
 
@@ -117,19 +132,12 @@ impl Session {
 
     /// Tickets left.
     pub fn tickets(&self) -> u32 {
-        self.tickets
+        self.tickets.left()
     }
 
     /// The session holds a slot (or is admitted while unlimited).
     pub fn is_inside(&self) -> bool {
         self.hold.is_some()
-    }
-
-    /// Declares whether the session holds row locks or latches. InnoDB lets such a thread skip
-    /// the sleep before queueing (`classic`, `flifo`) and enter right after its yield (`timer`)
-    /// so that others are not left waiting on its locks.
-    pub fn set_holds_locks(&mut self, holds: bool) {
-        self.holds_locks = holds;
     }
 
     /// Caps how long one admission may wait; `None` (the default) waits as long as it takes.
@@ -148,22 +156,24 @@ impl Session {
     /// Enter for one call. Returns whether it was an admission (`true`) or a ticket re-entry.
     #[inline]
     fn enter_call(&mut self) -> Result<bool, GateError> {
-        if self.tickets > 0 {
+        // Tickets are granted only with a hold and cleared with it, so tickets left means inside.
+        if self.tickets.try_reenter() {
             // The re-entry fast path: this session's own fields only, no lock, no shared RMW.
-            self.tickets -= 1;
-            self.sh.tickets.store(self.tickets, Ordering::Relaxed);
+            self.sh
+                .tickets
+                .store(self.tickets.left(), Ordering::Relaxed);
             self.sh.bump(Counter::TicketReentries);
             self.sh.set_state(SessionState::InCall);
             return Ok(false);
         }
-        self.admit(None)?;
+        self.admit()?;
         Ok(true)
     }
 
     /// Exit after one call: keep the slot while tickets remain, otherwise leave.
     #[inline]
     fn exit_call(&mut self) {
-        if self.tickets > 0 {
+        if self.tickets.keeps_slot() {
             self.sh.set_state(SessionState::DeclaredInside);
         } else {
             self.leave();
@@ -172,85 +182,72 @@ impl Session {
 
     /// Leaves for real: tickets to 0, the slot (if any) given back or handed to a waiter.
     fn leave(&mut self) {
-        self.tickets = 0;
+        self.tickets.clear();
         let Some(hold) = self.hold.take() else {
             return;
         };
         self.sh.tickets.store(0, Ordering::Relaxed);
         self.sh.set_state(SessionState::Outside);
-        match &self.gate.engine {
-            Engine::Queue(m) => {
-                let released = {
-                    let mut core = lock(m);
-                    let r = core.exit(hold);
-                    if let Some(r) = &r {
-                        mark_woken(std::slice::from_ref(r));
-                    }
-                    r
-                };
-                if let Some(r) = released {
-                    self.sh.bump(Counter::HandOffs);
-                    deliver(&self.gate, r);
-                }
-            }
-            Engine::Polling(c) => c.exit(hold),
-            Engine::Timer(c) => c.exit(hold),
-            Engine::Unlimited => {}
+        if self.gate.driver.exit(hold) {
+            self.sh.bump(Counter::HandOffs);
         }
     }
 
-    /// Leaves around blocking work and records why.
-    fn step_out(&mut self, reason: StepOutReason) {
+    /// Statement end: leave, and forget what the statement declared.
+    fn end_statement(&mut self) {
         self.leave();
-        self.sh.bump(Counter::StepOuts);
-        self.sh.set_state_now(SessionState::SteppedOut(reason));
+        self.holds_locks = false;
+        self.resume = None;
     }
 
-    /// Admission for a session without tickets; `after` is set when re-entering after a
-    /// step-out (polling re-enters unchecked after a row-lock wait).
-    fn admit(&mut self, after: Option<StepOutReason>) -> Result<(), GateError> {
+    /// The step-out contract (see the module documentation): leave, run `f`, return its value.
+    fn step_out<R>(&mut self, reason: StepOutReason, f: impl FnOnce() -> R) -> R {
+        let was_inside = self.is_inside();
+        self.leave();
+        self.resume = was_inside.then_some(reason);
+        self.sh.bump(Counter::StepOuts);
+        self.sh.set_state_now(SessionState::SteppedOut(reason));
+        self.gate
+            .registry
+            .stepped_out
+            .fetch_add(1, Ordering::Relaxed);
+        // Publishes `Outside` when `f` returns or unwinds, so a panic inside `f` does not leave
+        // the session shown as stepped out forever.
+        struct Back<'a>(&'a GateInner, &'a SessionShared);
+        impl Drop for Back<'_> {
+            fn drop(&mut self) {
+                self.1.set_state(SessionState::Outside);
+                self.0.registry.stepped_out.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let _back = Back(&self.gate, &self.sh);
+        f()
+    }
+
+    /// Admission for a session without tickets, by the rule a pending step-out left (the
+    /// unchecked re-entry after a row-lock wait) or the policy's.
+    fn admit(&mut self) -> Result<(), GateError> {
+        if self.resume.take() == Some(StepOutReason::RowLockWait) {
+            let a = self.gate.driver.enter_unchecked();
+            self.admitted(a, 0);
+            return Ok(());
+        }
         let mut at = Attempt::new(self.holds_locks);
-        // After a row-lock wait, a thread that was inside re-enters without checking the limit,
-        // with one ticket (InnoDB `srv_conc_force_enter_innodb`, every counted policy).
-        let unchecked = after == Some(StepOutReason::RowLockWait);
-        let first = match &self.gate.engine {
-            Engine::Unlimited => Step::Admitted(Admission {
-                by: AdmittedBy::Unlimited,
-                hold: Hold::Uncounted,
-                tickets: self.gate.config.tickets,
-            }),
-            Engine::Polling(c) if unchecked => Step::Admitted(c.enter_unchecked()),
-            Engine::Polling(c) => c.enter(&mut at),
-            Engine::Timer(c) if unchecked => Step::Admitted(c.enter_unchecked()),
-            Engine::Timer(c) => c.enter(&mut at),
-            Engine::Queue(m) if unchecked => Step::Admitted(lock(m).enter_unchecked()),
-            Engine::Queue(m) => self.queue_step(m, &mut at),
-        };
-        match first {
+        // Read before the policy decides, so that a raise made after the decision is seen.
+        let generation = self.gate.raise_generation.load(Ordering::Acquire);
+        match self.gate.driver.enter(&mut at, &self.sh, true) {
             Step::Admitted(a) => {
                 self.admitted(a, 0);
                 Ok(())
             }
             step => {
                 let gate = self.gate.clone();
-                self.admit_slow(&gate, at, step)
+                gate.registry.waiting.fetch_add(1, Ordering::Relaxed);
+                let r = self.admit_slow(&gate, at, step, generation);
+                gate.registry.waiting.fetch_sub(1, Ordering::Relaxed);
+                r
             }
         }
-    }
-
-    /// One decision of the queue core. A `Wait` is published as `Queued` while the core's lock
-    /// is held, so a hand-off's `Woken` mark (also made under that lock) always comes after it.
-    fn queue_step(
-        &self,
-        m: &crate::sync::Mutex<QueueCore<Arc<SessionShared>>>,
-        at: &mut Attempt,
-    ) -> Step {
-        let mut core = lock(m);
-        let step = core.enter(at, &self.sh);
-        if let Step::Wait(_) = step {
-            self.sh.set_state(SessionState::Queued);
-        }
-        step
     }
 
     #[cold]
@@ -259,23 +256,23 @@ impl Session {
         gate: &GateInner,
         mut at: Attempt,
         mut step: Step,
+        mut generation: u64,
     ) -> Result<(), GateError> {
         let start = Instant::now();
         // A timeout too large to add to a clock reading means no deadline.
         let deadline = self.wait_timeout.and_then(|t| start.checked_add(t));
-        // The waiting states share one timestamp: when this admission began to wait.
-        let mut first = true;
-        let mut waiting = |sh: &SessionShared, state: Option<SessionState>| {
-            let first = std::mem::take(&mut first);
-            match state {
-                Some(state) if first => sh.set_state_now(state),
-                Some(state) => sh.set_state(state),
-                // Already published (under the queue lock): only the timestamp is ours to set.
-                None if first => sh.mark_since_now(),
-                None => {}
-            }
-        };
+        // The waiting states share one timestamp: when this admission began to wait. A queue
+        // wait publishes its own state (under the queue lock).
+        let mut waited = false;
         loop {
+            let first_wait = !std::mem::replace(&mut waited, true);
+            let publish = |state| {
+                if first_wait {
+                    self.sh.set_state_now(state)
+                } else {
+                    self.sh.set_state(state)
+                }
+            };
             match step {
                 Step::Admitted(a) => {
                     self.admitted(a, start.elapsed().as_nanos() as u64);
@@ -283,25 +280,19 @@ impl Session {
                 }
                 Step::Yield => {
                     self.sh.bump(Counter::Yields);
-                    waiting(&self.sh, Some(SessionState::Yielding));
+                    publish(SessionState::Yielding);
                     yield_now();
                 }
                 Step::Sleep(d) => {
                     self.sh.bump(Counter::Sleeps);
-                    waiting(&self.sh, Some(SessionState::Sleeping));
-                    if let Err(abort) = self.sleep(d, deadline) {
-                        match &gate.engine {
-                            Engine::Queue(m) => lock(m).abandon(&mut at),
-                            Engine::Polling(c) => c.abandon(&mut at),
-                            Engine::Timer(c) => c.abandon(&mut at),
-                            Engine::Unlimited => {}
-                        }
+                    publish(SessionState::Sleeping);
+                    if let Err(abort) = self.sleep(d, deadline, generation) {
+                        gate.driver.abandon(&mut at);
                         return Err(self.aborted(abort, start));
                     }
                 }
                 Step::Wait(id) => {
                     self.sh.bump(Counter::QueueWaits);
-                    waiting(&self.sh, None);
                     let a = self
                         .wait_handoff(gate, id, deadline)
                         .map_err(|abort| self.aborted(abort, start))?;
@@ -309,12 +300,8 @@ impl Session {
                     return Ok(());
                 }
             }
-            step = match &gate.engine {
-                Engine::Polling(c) => c.enter(&mut at),
-                Engine::Timer(c) => c.enter(&mut at),
-                Engine::Queue(m) => self.queue_step(m, &mut at),
-                Engine::Unlimited => unreachable!("unlimited never waits"),
-            };
+            generation = gate.raise_generation.load(Ordering::Acquire);
+            step = gate.driver.enter(&mut at, &self.sh, false);
         }
     }
 
@@ -330,21 +317,23 @@ impl Session {
     /// Records an admission and takes what it grants.
     #[inline]
     fn admitted(&mut self, a: Admission, waited_ns: u64) {
-        self.tickets = a.tickets;
-        self.hold = Some(a.hold);
+        self.tickets.grant(&a);
         self.sh.tickets.store(a.tickets, Ordering::Relaxed);
+        self.hold = Some(a.hold);
         self.sh.set_state_now(SessionState::InCall);
-        self.sh.bump(Counter::Admissions);
         match a.by {
             AdmittedBy::Lifo => self.sh.bump(Counter::LifoAdmissions),
             AdmittedBy::Forced => self.sh.bump(Counter::ForcedEntries),
             AdmittedBy::Unchecked => self.sh.bump(Counter::UncheckedReentries),
             AdmittedBy::Free | AdmittedBy::HandOff | AdmittedBy::Unlimited => {}
         }
-        if waited_ns != 0 {
-            // Admissions without a wait are counted as zeros from the admission counter.
-            self.sh.wait_hist.record(waited_ns);
+        if waited_ns == 0 {
+            // The fast path: a count of its own, so the histogram's zeros never go backwards.
+            self.sh.bump(Counter::AdmissionsWithoutWait);
+        } else {
+            self.gate.registry.wait.record_shared(waited_ns);
         }
+        self.sh.bump(Counter::Admissions);
     }
 
     /// Takes a pending cancel, if any.
@@ -353,9 +342,9 @@ impl Session {
     }
 
     /// Sleeps `d` (or until the deadline), interruptibly: a cancel ends it with an error, a
-    /// raised limit ends it early so the session re-checks.
-    fn sleep(&self, d: Duration, deadline: Option<Instant>) -> Result<(), Abort> {
-        let generation = self.gate.raise_generation.load(Ordering::Acquire);
+    /// raise of the limit since `generation` (read before the policy chose to sleep) ends it
+    /// early so the session re-checks.
+    fn sleep(&self, d: Duration, deadline: Option<Instant>, generation: u64) -> Result<(), Abort> {
         if self.take_cancel() {
             return Err(Abort::Cancelled);
         }
@@ -363,12 +352,13 @@ impl Session {
         if deadline.is_some_and(|dl| now >= dl) {
             return Err(Abort::TimedOut);
         }
-        if d.is_zero() || cfg!(loom) {
-            // InnoDB's os_thread_sleep(0) gives up the CPU and returns; loom has no clock, so
-            // under the model checker every sleep is a yield.
+        if d.is_zero() {
+            // InnoDB's os_thread_sleep(0) gives up the CPU and returns.
             yield_now();
             return Ok(());
         }
+        // Under loom (no clock: a timed wait never times out) the sleep lasts until a raise or
+        // a cancel notifies it, which makes a missed raise a deadlock the model reports.
         let until = deadline.map_or(now + d, |dl| dl.min(now + d));
         let mut w = lock(&self.sh.wake);
         loop {
@@ -379,13 +369,13 @@ impl Session {
                 return Ok(());
             }
             let now = Instant::now();
-            if now >= until {
+            if now >= until && !cfg!(loom) {
                 return Ok(());
             }
             w = self
                 .sh
                 .cv
-                .wait_timeout(w, until - now)
+                .wait_timeout(w, until.saturating_duration_since(now))
                 .map(|(g, _)| g)
                 .unwrap_or_else(|e| e.into_inner().0);
         }
@@ -398,9 +388,6 @@ impl Session {
         id: WaitId,
         deadline: Option<Instant>,
     ) -> Result<Admission, Abort> {
-        let Engine::Queue(m) = &gate.engine else {
-            unreachable!("only the queue policies queue");
-        };
         let mut w = lock(&self.sh.wake);
         let outcome = loop {
             if w.released == Some(id) {
@@ -427,21 +414,20 @@ impl Session {
         drop(w);
         match outcome {
             Ok(handoff_ns) => {
-                self.sh
-                    .wake_hist
-                    .record(gate.precise_ns().saturating_sub(handoff_ns));
-                Ok(lock(m).finish_wait(id))
+                let latency = gate.driver.precise_ns().saturating_sub(handoff_ns);
+                gate.registry.wake.record_shared(latency);
+                Ok(gate.driver.finish_wait(id))
             }
             // A hand-off may have chosen this wait in the same instant: then it is inside.
-            Err(abort) => lock(m).cancel_wait(id).ok_or(abort),
+            Err(abort) => gate.driver.cancel_wait(id).ok_or(abort),
         }
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.leave();
-        self.gate.retire(&self.sh);
+        self.end_statement();
+        self.gate.registry.retire(&self.sh);
     }
 }
 
@@ -462,8 +448,9 @@ impl std::fmt::Debug for Statement<'_> {
 
 impl<'s> Statement<'s> {
     /// Enters the engine for one call: a ticket re-entry (no lock, no shared write) if tickets
-    /// remain, otherwise an admission by the gate's policy, which may sleep or queue. Dropping
-    /// the returned [`Call`] exits.
+    /// remain, otherwise an admission by the gate's policy, which may sleep or queue (or, after
+    /// a row-lock wait that began inside, the unchecked re-entry). Dropping the returned
+    /// [`Call`] exits.
     #[inline]
     pub fn enter(&mut self) -> Result<Call<'_>, GateError> {
         let admitted = self.session.enter_call()?;
@@ -473,18 +460,23 @@ impl<'s> Statement<'s> {
         })
     }
 
-    /// Leaves the gate for work outside the engine (sending results, a file sort) and runs
-    /// `f`; the next [`Statement::enter`] is an admission.
+    /// Leaves the gate for work outside the engine (sending results, a file sort), runs `f`
+    /// and returns its value; the next [`Statement::enter`] is an admission. The same contract
+    /// as [`Call::step_out`] (see the [module documentation](self)).
     pub fn step_out<R>(&mut self, reason: StepOutReason, f: impl FnOnce() -> R) -> R {
-        self.session.step_out(reason);
-        let r = f();
-        self.session.sh.set_state(SessionState::Outside);
-        r
+        self.session.step_out(reason, f)
+    }
+
+    /// Declares that this statement holds row locks or latches (until it ends). InnoDB lets
+    /// such a thread skip the sleep before queueing (`classic`, `flifo`) and enter right after
+    /// its yield (`timer`), so that others are not left waiting on its locks.
+    pub fn set_holds_locks(&mut self, holds: bool) {
+        self.session.holds_locks = holds;
     }
 
     /// Tickets left.
     pub fn tickets(&self) -> u32 {
-        self.session.tickets
+        self.session.tickets.left()
     }
 
     /// The statement's session holds a slot.
@@ -495,7 +487,7 @@ impl<'s> Statement<'s> {
 
 impl Drop for Statement<'_> {
     fn drop(&mut self) {
-        self.session.leave();
+        self.session.end_statement();
     }
 }
 
@@ -524,26 +516,47 @@ impl Call<'_> {
 
     /// Tickets left; when 0, dropping this call leaves the gate.
     pub fn tickets(&self) -> u32 {
-        self.session.tickets
+        self.session.tickets.left()
     }
 
-    /// Frees the slot around blocking work `f` (a row-lock wait, disk I/O, the commit mutex)
-    /// and re-enters afterwards by the policy's rule: after a [`StepOutReason::RowLockWait`]
-    /// every counted policy re-enters without checking the limit, with one ticket (InnoDB's
-    /// `srv_conc_force_enter_innodb`, 5.0–8.0, and MySQL 5.4's timer gate); every other case
-    /// is a normal admission, which may wait. If that wait is cancelled or times out, the error is returned
-    /// (and `f`'s result dropped) and the call continues outside the gate.
-    pub fn step_out<R>(
-        &mut self,
-        reason: StepOutReason,
-        f: impl FnOnce() -> R,
-    ) -> Result<R, GateError> {
-        let was_inside = self.session.is_inside();
-        self.session.step_out(reason);
-        let r = f();
-        // InnoDB force-enters only a thread that was declared inside before the wait.
-        self.session.admit(was_inside.then_some(reason))?;
-        Ok(r)
+    /// The call holds its slot (false after a step-out until [`Call::resume`]).
+    pub fn is_inside(&self) -> bool {
+        self.session.is_inside()
+    }
+
+    /// Frees the slot around blocking work `f` (a row-lock wait, disk I/O, the commit mutex),
+    /// runs it and returns its value — always: a durable commit done in `f` is never reported
+    /// as a gate error. The call is then outside the gate; [`Call::resume`] re-enters to go on
+    /// inside the engine, by the policy's rule for `reason` (after a
+    /// [`StepOutReason::RowLockWait`] every counted policy re-enters without checking the
+    /// limit, with one ticket: InnoDB's `srv_conc_force_enter_innodb`, 5.0–8.0, and MySQL
+    /// 5.4's timer gate). A call dropped without resuming is not re-admitted.
+    ///
+    /// ```
+    /// use turnstile::{Gate, GateConfig, Policy, StepOutReason};
+    ///
+    /// let gate = Gate::new(GateConfig::new(Policy::Classic).limit(1))?;
+    /// let mut session = gate.session();
+    /// let mut stmt = session.begin();
+    /// let mut call = stmt.enter()?;
+    /// let granted = call.step_out(StepOutReason::RowLockWait, || true /* wait for the lock */);
+    /// assert!(granted && !call.is_inside());
+    /// call.resume()?; // back inside, with one ticket, without checking the limit
+    /// assert!(call.is_inside());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn step_out<R>(&mut self, reason: StepOutReason, f: impl FnOnce() -> R) -> R {
+        self.session.step_out(reason, f)
+    }
+
+    /// Re-enters after a [`Call::step_out`] (nothing to do if the call is inside), by the
+    /// step-out reason's rule. A wait here may be cancelled or time out; the call then stays
+    /// outside and its drop exits nothing.
+    pub fn resume(&mut self) -> Result<(), GateError> {
+        if self.session.is_inside() {
+            return Ok(());
+        }
+        self.session.admit()
     }
 }
 

@@ -201,7 +201,7 @@ fn classic_sleeps_once_before_queueing_and_shows_it_in_the_status() {
     t.join().unwrap();
     let c = g.snapshot().counters;
     assert_eq!((c.sleeps, c.queue_waits, c.handoffs), (1, 1, 1));
-    let w = g.snapshot().wait;
+    let w = g.stats().wait;
     assert_eq!(w.count(), 2);
     assert_eq!(w.quantile(0.5), 0, "the holder's admission did not wait");
     assert!(w.max() > 0);
@@ -329,26 +329,26 @@ fn stepping_out_frees_the_slot_for_another_thread() {
         let mut s = g.session();
         let mut stmt = s.begin();
         let mut call = stmt.enter().unwrap();
-        let other_got_in = call
-            .step_out(StepOutReason::CommitWait, || {
-                let snap = g.snapshot();
-                assert_eq!(
-                    snap.sessions[0].state,
-                    SessionState::SteppedOut(StepOutReason::CommitWait)
-                );
-                assert!(snap.to_string().contains("stepped out: commit wait"));
-                let g2 = g.clone();
-                thread::spawn(move || {
-                    let mut t = g2.session();
-                    let mut stmt = t.begin();
-                    let call = stmt.enter().unwrap();
-                    call.admitted() && g2.snapshot().counters.sleeps == 0
-                })
-                .join()
-                .unwrap()
+        let other_got_in = call.step_out(StepOutReason::CommitWait, || {
+            let snap = g.snapshot();
+            assert_eq!(
+                snap.sessions[0].state,
+                SessionState::SteppedOut(StepOutReason::CommitWait)
+            );
+            assert!(snap.to_string().contains("stepped out: commit wait"));
+            let g2 = g.clone();
+            thread::spawn(move || {
+                let mut t = g2.session();
+                let mut stmt = t.begin();
+                let call = stmt.enter().unwrap();
+                call.admitted() && g2.snapshot().counters.sleeps == 0
             })
-            .unwrap();
+            .join()
+            .unwrap()
+        });
         assert!(other_got_in, "{policy}: the freed slot was taken at once");
+        assert!(!call.is_inside(), "{policy}: outside until resumed");
+        call.resume().unwrap();
         assert!(
             call.tickets() == 500 && g.snapshot().inside == 1,
             "{policy}"
@@ -375,8 +375,8 @@ fn after_a_row_lock_wait_counted_policies_reenter_without_checking_the_limit() {
         call.step_out(StepOutReason::RowLockWait, || {
             // Another thread takes the freed slot and keeps it.
             other = Some(hold_slot(&g));
-        })
-        .unwrap();
+        });
+        call.resume().unwrap();
         assert_eq!(call.tickets(), 1, "{policy}: one ticket after a lock wait");
         let snap = g.snapshot();
         assert_eq!(snap.inside, 2, "{policy}: re-entered over the limit");
@@ -472,8 +472,7 @@ fn a_panic_during_a_step_out_leaves_nothing_counted() {
         let mut s = g2.session();
         let mut stmt = s.begin();
         let mut call = stmt.enter().unwrap();
-        call.step_out(StepOutReason::DiskIo, || panic!("io error"))
-            .unwrap();
+        let () = call.step_out(StepOutReason::DiskIo, || panic!("io error"));
     })
     .join();
     assert!(r.is_err());
@@ -493,8 +492,8 @@ fn raising_the_limit_admits_waiters_at_once_and_lowering_evicts_no_one() {
                 let (g2, rx2) = (g.clone(), rx.clone());
                 thread::spawn(move || {
                     let mut s = g2.session();
-                    s.set_holds_locks(true); // skip classic's sleep: queue at once
                     let mut stmt = s.begin();
+                    stmt.set_holds_locks(true); // skip classic's sleep: queue at once
                     let _c = stmt.enter().unwrap();
                     let _ = rx2.lock().unwrap().recv();
                 })

@@ -121,8 +121,8 @@ fn run(r: Run) -> Outcome {
                     }
                     if rng.below(16) == 0 {
                         occ.leave();
-                        let res = call.step_out(StepOutReason::DiskIo, thread::yield_now);
-                        match res {
+                        call.step_out(StepOutReason::DiskIo, thread::yield_now);
+                        match call.resume() {
                             Ok(()) => {
                                 occ.enter();
                                 admissions_seen.fetch_add(1, Ordering::Relaxed);

@@ -257,6 +257,7 @@ fn one_run(
                 SessionState::Woken => "handed a slot, not yet running",
                 SessionState::Yielding => "yielding",
                 SessionState::Outside => "outside the engine",
+                _ => "other",
             };
             tally(k, 1);
         }

@@ -16,6 +16,15 @@
 //! | [`queue::QueueCore`] | `classic`, `flifo` | plain struct (`&mut self`) | the mutex around it, a way to wake a waiter |
 //! | [`polling::PollingCore`] | `polling` | atomics (`&self`) | sleeping |
 //! | [`timer::TimerCore`] | `timer` | atomics (`&self`) | yielding, sleeping |
+//! | [`UnlimitedCore`] | `unlimited` | none | nothing |
+//!
+//! Around the cores sit two rules every driver shares: [`Tickets`] (a thread with tickets
+//! re-enters without asking the core and keeps its slot between calls) and [`Hold`] (what an
+//! admission took, a token the core issues once and takes back once, so a slot can never be
+//! given back twice).
+//!
+//! This module is the simulator's entry to the policy code. It is public for that crate and
+//! is **not** covered by semantic versioning: use [`crate::Gate`].
 
 use std::time::Duration;
 
@@ -23,6 +32,7 @@ use crate::config::{GateConfig, Policy};
 
 pub mod polling;
 pub mod queue;
+mod slots;
 pub mod timer;
 
 /// The decision core a configuration calls for, built in one place for every driver (the real
@@ -35,8 +45,8 @@ pub enum Core<W> {
     Polling(polling::PollingCore),
     /// `timer`.
     Timer(timer::TimerCore),
-    /// `unlimited`: no core, every enter is admitted uncounted.
-    Unlimited,
+    /// `unlimited`: every enter is admitted uncounted.
+    Unlimited(UnlimitedCore),
 }
 
 impl<W: Clone> Core<W> {
@@ -56,13 +66,13 @@ impl<W: Clone> Core<W> {
                 c.adaptive_max_sleep_delay,
             )),
             Policy::Timer => Core::Timer(timer::TimerCore::new(c.limit, c.tickets)),
-            Policy::Unlimited => Core::Unlimited,
+            Policy::Unlimited => Core::Unlimited(UnlimitedCore { tickets: c.tickets }),
         }
     }
 }
 
 /// What a thread asking to enter must do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Step {
     /// The thread is inside now.
     Admitted(Admission),
@@ -81,7 +91,7 @@ pub enum Step {
 pub struct WaitId(pub u64);
 
 /// How a thread got in and what it must give back when it really leaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Admission {
     /// The rule that admitted it.
     pub by: AdmittedBy,
@@ -89,6 +99,23 @@ pub struct Admission {
     pub hold: Hold,
     /// Tickets granted: later enters spend them without asking the core.
     pub tickets: u32,
+}
+
+impl Admission {
+    pub(crate) fn new(by: AdmittedBy, hold: HoldKind, tickets: u32) -> Self {
+        Admission {
+            by,
+            hold: Hold(hold),
+            tickets,
+        }
+    }
+
+    /// Re-entry after a row-lock wait without checking the limit, with one ticket: InnoDB's
+    /// `srv_conc_force_enter_innodb` (5.0–8.0) and MySQL 5.4's timer gate, for every counted
+    /// policy. The thread is counted (`inside` + 1) by the caller.
+    pub(crate) fn unchecked() -> Self {
+        Admission::new(AdmittedBy::Unchecked, HoldKind::Slot, 1)
+    }
 }
 
 /// The rule under which a thread was admitted.
@@ -105,19 +132,126 @@ pub enum AdmittedBy {
     /// Re-entry after a row-lock wait without checking the limit (InnoDB 5.6
     /// `srv_conc_force_enter_innodb`).
     Unchecked,
-    /// The limit is 0 or the policy is `unlimited`: nothing is counted.
+    /// The limit is 0 (the thread is counted, so that a limit set later sees it) or the policy
+    /// is `unlimited` (nothing is counted).
     Unlimited,
 }
 
-/// What an admitted thread holds, so that exit gives back exactly that.
+/// What an admitted thread holds until it really leaves: a token issued by the core with each
+/// admission and consumed by its exit. It is neither `Copy` nor `Clone` and only the policy
+/// code can make one, so a slot cannot be given back twice, nor one that was never taken.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a hold must be given back through the core's exit"]
+pub struct Hold(HoldKind);
+
+/// The kinds of [`Hold`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hold {
-    /// One counted slot of the limit.
+pub enum HoldKind {
+    /// One counted slot of the limit (or, while the limit is 0, one counted thread).
     Slot,
     /// A place among FLIFO's lifo-running threads (not one of the limit's slots).
     Lifo,
-    /// Nothing: admitted while unlimited.
+    /// Nothing: admitted by the `unlimited` policy.
     Uncounted,
+}
+
+impl Hold {
+    /// What it holds.
+    pub fn kind(&self) -> HoldKind {
+        self.0
+    }
+
+    /// It is counted in the core's `inside` (a slot).
+    pub fn is_counted(&self) -> bool {
+        self.0 == HoldKind::Slot
+    }
+}
+
+/// Decrements a count the caller knows to be positive; a driver that gives back more than it
+/// took would otherwise wrap it to ~4·10⁹ and close the gate for good. With [`Hold`] tokens
+/// this cannot happen through the crate's API; if it ever does, it is a bug to report, not to
+/// run on with.
+#[inline]
+pub(crate) fn dec(count: &mut u32, what: &str) {
+    match count.checked_sub(1) {
+        Some(n) => *count = n,
+        None => panic!("turnstile: {what} would go below zero (a slot given back twice)"),
+    }
+}
+
+/// A session's concurrency tickets (`innodb_concurrency_tickets`): the rule by which a thread
+/// that holds a slot re-enters without asking the core and keeps its slot between calls. The
+/// real gate and the simulator both go through it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tickets(u32);
+
+impl Tickets {
+    /// Takes the tickets an admission grants.
+    #[inline]
+    pub fn grant(&mut self, a: &Admission) {
+        self.0 = a.tickets;
+    }
+
+    /// An enter: spends one ticket and returns true if any was left (a re-entry that asks
+    /// nobody); false means the thread must be admitted by the core.
+    #[inline]
+    pub fn try_reenter(&mut self) -> bool {
+        if self.0 > 0 {
+            self.0 -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Spends up to `n` tickets at once (`n` re-entries); returns how many were spent.
+    pub fn spend(&mut self, n: u32) -> u32 {
+        let k = n.min(self.0);
+        self.0 -= k;
+        k
+    }
+
+    /// After a call's exit: the thread keeps its slot while tickets remain.
+    #[inline]
+    pub fn keeps_slot(self) -> bool {
+        self.0 > 0
+    }
+
+    /// Statement end or a step-out: tickets to 0 (InnoDB's force exit).
+    #[inline]
+    pub fn clear(&mut self) {
+        self.0 = 0;
+    }
+
+    /// Tickets left.
+    #[inline]
+    pub fn left(self) -> u32 {
+        self.0
+    }
+}
+
+/// `unlimited` (`innodb_thread_concurrency = 0` as a policy): every enter is admitted, nothing
+/// is counted, and the admission grants the configured tickets like every other policy.
+#[derive(Debug, Clone, Copy)]
+pub struct UnlimitedCore {
+    tickets: u32,
+}
+
+impl UnlimitedCore {
+    /// An admission: always granted at once.
+    pub fn enter(&self) -> Admission {
+        Admission::new(AdmittedBy::Unlimited, HoldKind::Uncounted, self.tickets)
+    }
+
+    /// Re-entry after a row-lock wait: one ticket, as for the counted policies.
+    pub fn enter_unchecked(&self) -> Admission {
+        Admission::new(AdmittedBy::Unlimited, HoldKind::Uncounted, 1)
+    }
+
+    /// A thread leaves: nothing to give back.
+    pub fn exit(&self, hold: Hold) {
+        debug_assert_eq!(hold.kind(), HoldKind::Uncounted);
+    }
 }
 
 /// One thread's progress through one admission. Create a fresh one per admission.

@@ -20,7 +20,8 @@
 
 use std::time::Duration;
 
-use super::{Admission, AdmittedBy, Attempt, Hold, Step};
+use super::slots::AtomicSlots;
+use super::{Admission, Attempt, Hold, HoldKind, Step};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// The floor below which a post-single-sleep admission no longer shortens the adaptive delay:
@@ -30,9 +31,8 @@ pub const ADAPTIVE_FLOOR_US: u64 = 20;
 /// The shared state of `polling`. See the module documentation.
 #[derive(Debug)]
 pub struct PollingCore {
-    inside: AtomicU32,
+    slots: AtomicSlots,
     waiting: AtomicU32,
-    limit: AtomicU32,
     delay_us: AtomicU64,
     max_delay_us: u64,
     tickets: u32,
@@ -42,9 +42,8 @@ impl PollingCore {
     /// A core with a starting sleep delay and an adaptive maximum (zero = not adaptive).
     pub fn new(limit: u32, tickets: u32, sleep_delay: Duration, adaptive_max: Duration) -> Self {
         PollingCore {
-            inside: AtomicU32::new(0),
+            slots: AtomicSlots::new(limit),
             waiting: AtomicU32::new(0),
-            limit: AtomicU32::new(limit),
             delay_us: AtomicU64::new(sleep_delay.as_micros() as u64),
             max_delay_us: adaptive_max.as_micros() as u64,
             tickets,
@@ -53,14 +52,6 @@ impl PollingCore {
 
     fn adaptive(&self) -> bool {
         self.max_delay_us > 0
-    }
-
-    fn admission(&self, by: AdmittedBy, hold: Hold) -> Admission {
-        Admission {
-            by,
-            hold,
-            tickets: self.tickets,
-        }
     }
 
     /// One poll for a thread without tickets: admitted, or told how long to sleep.
@@ -74,21 +65,12 @@ impl PollingCore {
                 self.delay_us.store(d + 1, Ordering::Relaxed);
             }
         }
-        let limit = self.limit.load(Ordering::Relaxed);
-        if limit == 0 {
+        if let Some(by) = self.slots.try_take() {
             self.stop_waiting(at);
-            return Step::Admitted(self.admission(AdmittedBy::Unlimited, Hold::Uncounted));
-        }
-        if self.inside.load(Ordering::Relaxed) < limit {
-            let n = self.inside.fetch_add(1, Ordering::AcqRel) + 1;
-            if n <= limit {
-                self.stop_waiting(at);
-                if self.adaptive() {
-                    self.adapt_on_admission(at);
-                }
-                return Step::Admitted(self.admission(AdmittedBy::Free, Hold::Slot));
+            if self.adaptive() {
+                self.adapt_on_admission(at);
             }
-            self.inside.fetch_sub(1, Ordering::AcqRel);
+            return Step::Admitted(Admission::new(by, HoldKind::Slot, self.tickets));
         }
         self.slow_sleep(at)
     }
@@ -130,25 +112,15 @@ impl PollingCore {
     fn stop_waiting(&self, at: &mut Attempt) {
         if at.notified {
             at.notified = false;
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            let before = self.waiting.fetch_sub(1, Ordering::AcqRel);
+            debug_assert!(before > 0, "polling: waiters below zero");
         }
     }
 
     /// Re-entry after a row-lock wait: counted inside without checking the limit, one ticket.
     pub fn enter_unchecked(&self) -> Admission {
-        if self.limit.load(Ordering::Relaxed) == 0 {
-            return Admission {
-                by: AdmittedBy::Unlimited,
-                hold: Hold::Uncounted,
-                tickets: 1,
-            };
-        }
-        self.inside.fetch_add(1, Ordering::AcqRel);
-        Admission {
-            by: AdmittedBy::Unchecked,
-            hold: Hold::Slot,
-            tickets: 1,
-        }
+        self.slots.force_take();
+        Admission::unchecked()
     }
 
     /// A thread that was told to sleep gives up (cancelled, timed out).
@@ -160,19 +132,18 @@ impl PollingCore {
     /// A thread leaves for real, giving back `hold`.
     #[inline]
     pub fn exit(&self, hold: Hold) {
-        if hold == Hold::Slot {
-            self.inside.fetch_sub(1, Ordering::AcqRel);
-        }
+        self.slots.exit(hold.kind());
     }
 
-    /// Changes the limit; sleepers see it at their next poll.
+    /// Changes the limit; sleepers see it at their next poll. Once this returns, no newcomer
+    /// is admitted beyond the new limit (see `slots.rs`).
     pub fn set_limit(&self, limit: u32) {
-        self.limit.store(limit, Ordering::Relaxed);
+        self.slots.set_limit(limit);
     }
 
     /// Threads counted inside (may transiently exceed the limit by threads mid-check).
     pub fn inside(&self) -> u32 {
-        self.inside.load(Ordering::Relaxed)
+        self.slots.inside()
     }
 
     /// Threads sleeping between polls.
@@ -187,13 +158,21 @@ impl PollingCore {
 
     /// The current limit.
     pub fn limit(&self) -> u32 {
-        self.limit.load(Ordering::Relaxed)
+        self.slots.limit()
     }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::policy::AdmittedBy;
+
+    fn admitted(step: Step) -> Admission {
+        match step {
+            Step::Admitted(a) => a,
+            other => panic!("expected an admission, got {other:?}"),
+        }
+    }
 
     fn core(limit: u32, delay_us: u64, max_us: u64) -> PollingCore {
         PollingCore::new(
@@ -214,18 +193,16 @@ mod tests {
     #[test]
     fn admits_up_to_the_limit_then_tells_the_thread_to_sleep_and_poll() {
         let c = core(2, 10_000, 0);
-        for _ in 0..2 {
-            assert!(matches!(
-                c.enter(&mut Attempt::new(false)),
-                Step::Admitted(_)
-            ));
-        }
+        let holders: Vec<Admission> = (0..2)
+            .map(|_| admitted(c.enter(&mut Attempt::new(false))))
+            .collect();
         let mut at = Attempt::new(false);
         assert_eq!(sleep_us(c.enter(&mut at)), 10_000);
         assert_eq!((c.inside(), c.waiting()), (2, 1));
         assert_eq!(sleep_us(c.enter(&mut at)), 10_000);
         assert_eq!(c.waiting(), 1, "a thread registers as a waiter once");
-        c.exit(Hold::Slot);
+        let [first, _second] = <[Admission; 2]>::try_from(holders).unwrap();
+        c.exit(first.hold);
         let Step::Admitted(a) = c.enter(&mut at) else {
             panic!("room after an exit")
         };
@@ -237,7 +214,7 @@ mod tests {
     fn adaptive_delay_grows_per_extra_sleep_and_shrinks_after_single_sleep_admissions() {
         let c = core(1, 100, 150_000);
         let mut holder = Attempt::new(false);
-        assert!(matches!(c.enter(&mut holder), Step::Admitted(_)));
+        let held = admitted(c.enter(&mut holder));
         // The delay was halved on that admission (no waiters): 100 -> 50.
         assert_eq!(c.sleep_delay().as_micros(), 50);
         let mut a = Attempt::new(false);
@@ -248,7 +225,7 @@ mod tests {
         // A second waiter, admitted after exactly one sleep, takes 1 µs off.
         let mut b = Attempt::new(false);
         assert_eq!(sleep_us(c.enter(&mut b)), 52);
-        c.exit(Hold::Slot);
+        c.exit(held.hold);
         assert!(matches!(c.enter(&mut b), Step::Admitted(_)));
         // 52 - 1 = 51; another waiter (a) still waits, so no halving.
         assert_eq!(c.sleep_delay().as_micros(), 51);

@@ -23,7 +23,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{Admission, AdmittedBy, Attempt, Hold, Step, WaitId};
+use super::{dec, Admission, AdmittedBy, Attempt, Hold, HoldKind, Step, WaitId};
 
 /// A waiter released by an exit or a limit change: signal it (after dropping the lock).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,12 +77,8 @@ impl<W: Clone> QueueCore<W> {
         }
     }
 
-    fn admission(&self, by: AdmittedBy, hold: Hold) -> Admission {
-        Admission {
-            by,
-            hold,
-            tickets: self.tickets,
-        }
+    fn admission(&self, by: AdmittedBy, hold: HoldKind) -> Admission {
+        Admission::new(by, hold, self.tickets)
     }
 
     /// One decision for a thread without tickets. `waiter` is cloned into the queue if the
@@ -91,14 +87,16 @@ impl<W: Clone> QueueCore<W> {
         if at.sleeping {
             at.sleeping = false;
             at.sleeps += 1;
-            self.sleeping -= 1;
+            dec(&mut self.sleeping, "queue: sleepers");
         }
         if self.limit == 0 {
-            return Step::Admitted(self.admission(AdmittedBy::Unlimited, Hold::Uncounted));
+            // Counted though not limited, so that a limit set later sees this thread.
+            self.inside += 1;
+            return Step::Admitted(self.admission(AdmittedBy::Unlimited, HoldKind::Slot));
         }
         if self.inside < self.limit {
             self.inside += 1;
-            return Step::Admitted(self.admission(AdmittedBy::Free, Hold::Slot));
+            return Step::Admitted(self.admission(AdmittedBy::Free, HoldKind::Slot));
         }
         if !at.slept && !at.holds_locks {
             // "We let it sleep only once to avoid starvation" (InnoDB 5.5).
@@ -111,7 +109,7 @@ impl<W: Clone> QueueCore<W> {
         }
         if self.lifo && self.lifo_running < self.fifo_pending {
             self.lifo_running += 1;
-            return Step::Admitted(self.admission(AdmittedBy::Lifo, Hold::Lifo));
+            return Step::Admitted(self.admission(AdmittedBy::Lifo, HoldKind::Lifo));
         }
         let id = WaitId(self.next_id);
         self.next_id += 1;
@@ -127,19 +125,8 @@ impl<W: Clone> QueueCore<W> {
     /// Re-entry after a row-lock wait: counted inside without checking the limit, with one
     /// ticket (InnoDB 5.0–5.5 `srv_conc_force_enter_innodb`, under `srv_conc_mutex`).
     pub fn enter_unchecked(&mut self) -> Admission {
-        if self.limit == 0 {
-            return Admission {
-                by: AdmittedBy::Unlimited,
-                hold: Hold::Uncounted,
-                tickets: 1,
-            };
-        }
         self.inside += 1;
-        Admission {
-            by: AdmittedBy::Unchecked,
-            hold: Hold::Slot,
-            tickets: 1,
-        }
+        Admission::unchecked()
     }
 
     /// The queued thread `id` has been signalled and is running: it removes its slot and is
@@ -152,9 +139,9 @@ impl<W: Clone> QueueCore<W> {
         let slot = self.queue.remove(pos).expect("position is in range");
         assert!(slot.released, "finish_wait before the slot was released");
         if self.lifo {
-            self.fifo_pending -= 1;
+            dec(&mut self.fifo_pending, "flifo: fifo-pending");
         }
-        self.admission(AdmittedBy::HandOff, Hold::Slot)
+        self.admission(AdmittedBy::HandOff, HoldKind::Slot)
     }
 
     /// The queued thread `id` gives up (cancelled, timed out). Returns `None` if it left the
@@ -166,7 +153,7 @@ impl<W: Clone> QueueCore<W> {
             return Some(self.finish_wait(id));
         }
         self.queue.remove(pos);
-        self.queued -= 1;
+        dec(&mut self.queued, "queue: waiters");
         None
     }
 
@@ -174,28 +161,29 @@ impl<W: Clone> QueueCore<W> {
     pub fn abandon(&mut self, at: &mut Attempt) {
         if at.sleeping {
             at.sleeping = false;
-            self.sleeping -= 1;
+            dec(&mut self.sleeping, "queue: sleepers");
         }
     }
 
     /// A thread leaves for real (tickets exhausted or forced), giving back `hold`. Returns the
     /// waiter to signal, if the freed slot was handed over.
     pub fn exit(&mut self, hold: Hold) -> Option<Release<W>> {
-        match hold {
-            Hold::Uncounted => None,
-            Hold::Lifo => {
-                self.lifo_running -= 1;
+        match hold.kind() {
+            HoldKind::Uncounted => None,
+            HoldKind::Lifo => {
+                dec(&mut self.lifo_running, "flifo: lifo-running");
                 None
             }
-            Hold::Slot => {
-                self.inside -= 1;
+            HoldKind::Slot => {
+                dec(&mut self.inside, "queue: threads inside");
                 self.hand_off()
             }
         }
     }
 
     /// Changes the limit. Raising it (or setting 0) releases waiters at once; lowering it never
-    /// evicts anyone: exits stop handing off until the count is under the new limit.
+    /// evicts anyone: exits stop handing off until the count is under the new limit. Threads
+    /// admitted while the limit was 0 are counted, so a limit set later sees them.
     pub fn set_limit(&mut self, limit: u32) -> Vec<Release<W>> {
         self.limit = limit;
         let mut released = Vec::new();
@@ -215,7 +203,7 @@ impl<W: Clone> QueueCore<W> {
             waiter: slot.waiter.clone(),
             id: slot.id,
         };
-        self.queued -= 1;
+        dec(&mut self.queued, "queue: waiters");
         self.inside += 1;
         if self.lifo {
             self.fifo_pending += 1;
@@ -293,8 +281,8 @@ mod tests {
         for who in 0..2 {
             let a = admitted(core.enter(&mut Attempt::new(false), &who));
             assert_eq!(
-                (a.by, a.hold, a.tickets),
-                (AdmittedBy::Free, Hold::Slot, 500)
+                (a.by, a.hold.kind(), a.tickets),
+                (AdmittedBy::Free, HoldKind::Slot, 500)
             );
         }
         let mut at = Attempt::new(false);
@@ -324,12 +312,14 @@ mod tests {
         admitted(core.enter(&mut Attempt::new(false), &0));
         let ids: Vec<WaitId> = (1..=3).map(|w| queue_up(&mut core, w)).collect();
         for (who, id) in (1..=3).zip(ids) {
-            let r = core.exit(Hold::Slot).expect("a waiter is released");
+            let r = core
+                .exit(Hold(HoldKind::Slot))
+                .expect("a waiter is released");
             assert_eq!((r.waiter, r.id), (who, id));
             let a = core.finish_wait(id);
             assert_eq!((a.by, a.tickets), (AdmittedBy::HandOff, 500));
         }
-        assert_eq!(core.exit(Hold::Slot), None);
+        assert_eq!(core.exit(Hold(HoldKind::Slot)), None);
         assert_eq!(core.inside(), 0);
     }
 
@@ -338,7 +328,7 @@ mod tests {
         let mut core = QueueCore::new(1, 500, MS10, false);
         admitted(core.enter(&mut Attempt::new(false), &0));
         let id = queue_up(&mut core, 1);
-        let r = core.exit(Hold::Slot).unwrap();
+        let r = core.exit(Hold(HoldKind::Slot)).unwrap();
         assert_eq!(r.id, id);
         // Before the released waiter runs, it is already counted inside: a newcomer finds
         // the gate full and is told to sleep, then queue.
@@ -357,12 +347,12 @@ mod tests {
         let first = wait_id(core.enter(&mut Attempt::new(false), &1));
         // No hand-off pending yet: the FIFO rule queues.
         assert_eq!((core.fifo_pending(), core.lifo_running()), (0, 0));
-        let r = core.exit(Hold::Slot).unwrap();
+        let r = core.exit(Hold(HoldKind::Slot)).unwrap();
         assert_eq!(r.id, first);
         assert_eq!(core.fifo_pending(), 1);
         // One released waiter has not begun to run: one newcomer may run by LIFO...
         let a = admitted(core.enter(&mut Attempt::new(false), &2));
-        assert_eq!((a.by, a.hold), (AdmittedBy::Lifo, Hold::Lifo));
+        assert_eq!((a.by, a.hold.kind()), (AdmittedBy::Lifo, HoldKind::Lifo));
         assert_eq!(core.lifo_running(), 1);
         // ...but not two.
         wait_id(core.enter(&mut Attempt::new(false), &3));
@@ -370,7 +360,7 @@ mod tests {
         core.finish_wait(first);
         assert_eq!((core.fifo_pending(), core.inside()), (0, 1));
         // A LIFO thread's exit frees no counted slot and hands nothing off.
-        assert_eq!(core.exit(Hold::Lifo), None);
+        assert_eq!(core.exit(Hold(HoldKind::Lifo)), None);
         assert_eq!(core.lifo_running(), 0);
         assert_eq!(core.queued(), 1);
     }
@@ -383,7 +373,7 @@ mod tests {
         let b = wait_id(core.enter(&mut Attempt::new(false), &2));
         assert_eq!(core.cancel_wait(a), None);
         assert_eq!(core.queued(), 1);
-        let r = core.exit(Hold::Slot).unwrap();
+        let r = core.exit(Hold(HoldKind::Slot)).unwrap();
         assert_eq!(r.id, b);
         // b's timer fired in the same instant its slot was handed over: it is inside.
         let adm = core
@@ -409,19 +399,28 @@ mod tests {
         assert!(core.set_limit(1).is_empty());
         assert_eq!(core.inside(), 3, "lowering the limit evicts no one");
         // Exits hand off nothing until the count is under the new limit.
-        assert_eq!(core.exit(Hold::Slot), None);
-        assert_eq!(core.exit(Hold::Slot), None);
-        assert_eq!(core.exit(Hold::Slot).map(|r| r.id), Some(ids[2]));
+        assert_eq!(core.exit(Hold(HoldKind::Slot)), None);
+        assert_eq!(core.exit(Hold(HoldKind::Slot)), None);
+        assert_eq!(core.exit(Hold(HoldKind::Slot)).map(|r| r.id), Some(ids[2]));
     }
 
     #[test]
-    fn limit_zero_admits_uncounted_and_releases_every_waiter() {
+    fn limit_zero_admits_counted_and_releases_every_waiter() {
         let mut core = QueueCore::new(1, 500, Duration::ZERO, false);
         admitted(core.enter(&mut Attempt::new(false), &0));
         wait_id(core.enter(&mut Attempt::new(false), &1));
         wait_id(core.enter(&mut Attempt::new(false), &2));
         assert_eq!(core.set_limit(0).len(), 2);
         let a = admitted(core.enter(&mut Attempt::new(false), &3));
-        assert_eq!(a.hold, Hold::Uncounted);
+        assert_eq!(
+            (a.by, a.hold.kind()),
+            (AdmittedBy::Unlimited, HoldKind::Slot)
+        );
+        // Counted though unlimited: the holder, the two released waiters and this one.
+        assert_eq!(core.inside(), 4);
+        // A limit set now sees all four: nobody else gets in until three have left.
+        core.set_limit(1);
+        let mut at = Attempt::new(true);
+        wait_id(core.enter(&mut at, &4));
     }
 }

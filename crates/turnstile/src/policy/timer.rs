@@ -9,7 +9,8 @@
 
 use std::time::Duration;
 
-use super::{Admission, AdmittedBy, Attempt, Hold, Step};
+use super::slots::AtomicSlots;
+use super::{Admission, AdmittedBy, Attempt, Hold, HoldKind, Step};
 use crate::sync::{AtomicU32, Ordering};
 
 /// The sleep between checks: 10 ms, "slept for 10 milliseconds twice at most" (seed 003).
@@ -21,8 +22,9 @@ pub const TIMER_MAX_SLEEPS: u32 = 2;
 /// The shared state of `timer`. See the module documentation.
 #[derive(Debug)]
 pub struct TimerCore {
-    inside: AtomicU32,
-    limit: AtomicU32,
+    slots: AtomicSlots,
+    /// Threads told to sleep and not yet back (a gauge for monitoring).
+    sleeping: AtomicU32,
     tickets: u32,
 }
 
@@ -30,17 +32,16 @@ impl TimerCore {
     /// A core with this limit and ticket allowance.
     pub fn new(limit: u32, tickets: u32) -> Self {
         TimerCore {
-            inside: AtomicU32::new(0),
-            limit: AtomicU32::new(limit),
+            slots: AtomicSlots::new(limit),
+            sleeping: AtomicU32::new(0),
             tickets,
         }
     }
 
-    fn admission(&self, by: AdmittedBy, hold: Hold) -> Admission {
-        Admission {
-            by,
-            hold,
-            tickets: self.tickets,
+    fn woke(&self, at: &mut Attempt) {
+        if at.sleeping {
+            at.sleeping = false;
+            self.sleeping.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -48,19 +49,11 @@ impl TimerCore {
     #[inline]
     pub fn enter(&self, at: &mut Attempt) -> Step {
         if at.sleeping {
-            at.sleeping = false;
+            self.woke(at);
             at.sleeps += 1;
         }
-        let limit = self.limit.load(Ordering::Relaxed);
-        if limit == 0 {
-            return Step::Admitted(self.admission(AdmittedBy::Unlimited, Hold::Uncounted));
-        }
-        if self.inside.load(Ordering::Relaxed) < limit {
-            let n = self.inside.fetch_add(1, Ordering::AcqRel) + 1;
-            if n <= limit {
-                return Step::Admitted(self.admission(AdmittedBy::Free, Hold::Slot));
-            }
-            self.inside.fetch_sub(1, Ordering::AcqRel);
+        if let Some(by) = self.slots.try_take() {
+            return Step::Admitted(Admission::new(by, HoldKind::Slot, self.tickets));
         }
         self.slow(at)
     }
@@ -72,57 +65,56 @@ impl TimerCore {
             return Step::Yield;
         }
         if at.holds_locks || at.sleeps >= TIMER_MAX_SLEEPS {
-            self.inside.fetch_add(1, Ordering::AcqRel);
-            return Step::Admitted(self.admission(AdmittedBy::Forced, Hold::Slot));
+            self.slots.force_take();
+            return Step::Admitted(Admission::new(
+                AdmittedBy::Forced,
+                HoldKind::Slot,
+                self.tickets,
+            ));
         }
         at.sleeping = true;
+        self.sleeping.fetch_add(1, Ordering::Relaxed);
         Step::Sleep(TIMER_SLEEP)
     }
 
     /// Re-entry after a row-lock wait: counted inside without checking, one ticket (MySQL 5.4
     /// kept InnoDB's `srv_conc_force_enter_innodb`, with an atomic increment).
     pub fn enter_unchecked(&self) -> Admission {
-        if self.limit.load(Ordering::Relaxed) == 0 {
-            return Admission {
-                by: AdmittedBy::Unlimited,
-                hold: Hold::Uncounted,
-                tickets: 1,
-            };
-        }
-        self.inside.fetch_add(1, Ordering::AcqRel);
-        Admission {
-            by: AdmittedBy::Unchecked,
-            hold: Hold::Slot,
-            tickets: 1,
-        }
+        self.slots.force_take();
+        Admission::unchecked()
     }
 
     /// A thread that was told to sleep gives up (cancelled, timed out).
     pub fn abandon(&self, at: &mut Attempt) {
-        at.sleeping = false;
+        self.woke(at);
     }
 
     /// A thread leaves for real, giving back `hold`.
     #[inline]
     pub fn exit(&self, hold: Hold) {
-        if hold == Hold::Slot {
-            self.inside.fetch_sub(1, Ordering::AcqRel);
-        }
+        self.slots.exit(hold.kind());
     }
 
-    /// Changes the limit; sleepers see it at their next check.
+    /// Changes the limit; sleepers see it at their next check. Once this returns, no newcomer
+    /// is admitted by the check beyond the new limit (see `slots.rs`); forced entries still
+    /// are, by design.
     pub fn set_limit(&self, limit: u32) {
-        self.limit.store(limit, Ordering::Relaxed);
+        self.slots.set_limit(limit);
+    }
+
+    /// Threads told to sleep between checks and not yet back.
+    pub fn sleeping(&self) -> u32 {
+        self.sleeping.load(Ordering::Relaxed)
     }
 
     /// Threads counted inside (forced entries included).
     pub fn inside(&self) -> u32 {
-        self.inside.load(Ordering::Relaxed)
+        self.slots.inside()
     }
 
     /// The current limit.
     pub fn limit(&self) -> u32 {
-        self.limit.load(Ordering::Relaxed)
+        self.slots.limit()
     }
 }
 
@@ -169,13 +161,12 @@ mod tests {
     #[test]
     fn a_freed_slot_is_taken_at_the_next_check() {
         let c = TimerCore::new(1, 500);
-        assert!(matches!(
-            c.enter(&mut Attempt::new(false)),
-            Step::Admitted(_)
-        ));
+        let Step::Admitted(held) = c.enter(&mut Attempt::new(false)) else {
+            panic!("the gate is empty")
+        };
         let mut at = Attempt::new(false);
         assert_eq!(c.enter(&mut at), Step::Yield);
-        c.exit(Hold::Slot);
+        c.exit(held.hold);
         assert!(matches!(
             c.enter(&mut at),
             Step::Admitted(Admission {

@@ -1,0 +1,290 @@
+//! The real-thread driver of the policy cores: one narrow interface over every policy family,
+//! so that sessions speak only the [`Step`] vocabulary. It owns the core (the queue core inside
+//! its mutex), publishes what must be published under that mutex (a queued waiter's state, a
+//! hand-off's `Woken` mark), and delivers hand-offs to the waiters they release.
+//!
+//! Invariant: every [`Hold`] an admission returned is given back exactly once, through
+//! [`Driver::exit`] (the token is not `Clone`); every queued wait ends in exactly one of
+//! [`Driver::finish_wait`] (its release was delivered) or [`Driver::cancel_wait`].
+
+use std::time::{Duration, Instant};
+
+use crate::config::GateConfig;
+use crate::monitor::SessionState;
+use crate::policy::polling::PollingCore;
+use crate::policy::queue::{QueueCore, Release};
+use crate::policy::timer::{TimerCore, TIMER_SLEEP};
+use crate::policy::{Admission, Attempt, Core, Hold, Step, UnlimitedCore, WaitId};
+use crate::registry::SessionShared;
+use crate::sync::{lock, Arc, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The configured policy's decision core, driven with threads.
+pub(crate) struct Driver {
+    core: Cores,
+    epoch: Instant,
+}
+
+enum Cores {
+    Queue(Mutex<QueueCore<Arc<SessionShared>>>),
+    Polling(PollingCore),
+    Timer(TimerCore),
+    /// The limit is kept only to report what was set.
+    Unlimited(UnlimitedCore, AtomicU32),
+}
+
+/// The core's own counts, for stats and snapshots.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CoreGauges {
+    pub(crate) limit: u32,
+    pub(crate) inside: u32,
+    pub(crate) lifo_running: u32,
+    pub(crate) fifo_pending: u32,
+    pub(crate) queued: u32,
+    pub(crate) sleeping: u32,
+    pub(crate) sleep_delay: Duration,
+}
+
+impl Driver {
+    /// The driver for a validated configuration.
+    pub(crate) fn new(c: &GateConfig) -> Driver {
+        let core = match Core::new(c) {
+            Core::Queue(q) => Cores::Queue(Mutex::new(q)),
+            Core::Polling(p) => Cores::Polling(p),
+            Core::Timer(t) => Cores::Timer(t),
+            Core::Unlimited(u) => Cores::Unlimited(u, AtomicU32::new(c.limit)),
+        };
+        Driver {
+            core,
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Precise nanoseconds since the gate was created (never 0; slow paths only).
+    pub(crate) fn precise_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64 + 1
+    }
+
+    /// One decision for a thread without tickets. A queue `Wait` is published as `Queued`
+    /// while the queue lock is held, with its start time if this admission had not waited yet
+    /// (`first_wait`): a hand-off's `Woken` mark, made under the same lock, always comes after
+    /// both, so neither the state nor its timestamp can overwrite it.
+    pub(crate) fn enter(
+        &self,
+        at: &mut Attempt,
+        sh: &Arc<SessionShared>,
+        first_wait: bool,
+    ) -> Step {
+        match &self.core {
+            Cores::Queue(m) => {
+                let mut core = lock(m);
+                let step = core.enter(at, sh);
+                if let Step::Wait(_) = step {
+                    if first_wait {
+                        sh.set_state_now(SessionState::Queued);
+                    } else {
+                        sh.set_state(SessionState::Queued);
+                    }
+                }
+                step
+            }
+            Cores::Polling(c) => c.enter(at),
+            Cores::Timer(c) => c.enter(at),
+            Cores::Unlimited(u, _) => Step::Admitted(u.enter()),
+        }
+    }
+
+    /// Re-entry after a row-lock wait, without checking the limit, with one ticket.
+    pub(crate) fn enter_unchecked(&self) -> Admission {
+        match &self.core {
+            Cores::Queue(m) => lock(m).enter_unchecked(),
+            Cores::Polling(c) => c.enter_unchecked(),
+            Cores::Timer(c) => c.enter_unchecked(),
+            Cores::Unlimited(u, _) => u.enter_unchecked(),
+        }
+    }
+
+    /// A thread told to sleep gives up before asking again.
+    pub(crate) fn abandon(&self, at: &mut Attempt) {
+        match &self.core {
+            Cores::Queue(m) => lock(m).abandon(at),
+            Cores::Polling(c) => c.abandon(at),
+            Cores::Timer(c) => c.abandon(at),
+            Cores::Unlimited(..) => {}
+        }
+    }
+
+    /// Gives back `hold`. If the freed slot goes to a queued waiter, marks it `Woken` and
+    /// signals it; returns whether such a hand-off was made.
+    pub(crate) fn exit(&self, hold: Hold) -> bool {
+        match &self.core {
+            Cores::Queue(m) => {
+                let released = {
+                    let mut core = lock(m);
+                    let r = core.exit(hold);
+                    if let Some(r) = &r {
+                        mark_woken(r);
+                    }
+                    r
+                };
+                match released {
+                    Some(r) => {
+                        self.deliver(r);
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Cores::Polling(c) => {
+                c.exit(hold);
+                false
+            }
+            Cores::Timer(c) => {
+                c.exit(hold);
+                false
+            }
+            Cores::Unlimited(u, _) => {
+                u.exit(hold);
+                false
+            }
+        }
+    }
+
+    /// The queued wait `id`, released and signalled, takes its slot.
+    pub(crate) fn finish_wait(&self, id: WaitId) -> Admission {
+        lock(self.queue()).finish_wait(id)
+    }
+
+    /// The queued wait `id` gives up: `None` if it left uncounted, or the admission a hand-off
+    /// made in the same instant (then it is inside and must exit normally).
+    pub(crate) fn cancel_wait(&self, id: WaitId) -> Option<Admission> {
+        lock(self.queue()).cancel_wait(id)
+    }
+
+    fn queue(&self) -> &Mutex<QueueCore<Arc<SessionShared>>> {
+        match &self.core {
+            Cores::Queue(m) => m,
+            _ => unreachable!("only the queue policies queue"),
+        }
+    }
+
+    /// Changes the limit; returns how many queued waiters it handed a slot to.
+    pub(crate) fn set_limit(&self, limit: u32) -> u64 {
+        match &self.core {
+            Cores::Queue(m) => {
+                let released = {
+                    let mut core = lock(m);
+                    let released = core.set_limit(limit);
+                    for r in &released {
+                        mark_woken(r);
+                    }
+                    released
+                };
+                let n = released.len() as u64;
+                for r in released {
+                    self.deliver(r);
+                }
+                n
+            }
+            Cores::Polling(c) => {
+                c.set_limit(limit);
+                0
+            }
+            Cores::Timer(c) => {
+                c.set_limit(limit);
+                0
+            }
+            Cores::Unlimited(_, l) => {
+                l.store(limit, Ordering::Relaxed);
+                0
+            }
+        }
+    }
+
+    /// The limit now (0 = unlimited).
+    pub(crate) fn limit(&self) -> u32 {
+        match &self.core {
+            Cores::Queue(m) => lock(m).limit(),
+            Cores::Polling(c) => c.limit(),
+            Cores::Timer(c) => c.limit(),
+            Cores::Unlimited(_, l) => l.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The core's counts now. `sleep_delay` is the configured one for the queue policies.
+    pub(crate) fn gauges(&self, configured_sleep: Duration) -> CoreGauges {
+        match &self.core {
+            Cores::Queue(m) => {
+                let q = lock(m);
+                CoreGauges {
+                    limit: q.limit(),
+                    inside: q.inside(),
+                    lifo_running: q.lifo_running(),
+                    fifo_pending: q.fifo_pending(),
+                    queued: q.queued(),
+                    sleeping: q.sleeping(),
+                    sleep_delay: configured_sleep,
+                }
+            }
+            Cores::Polling(p) => CoreGauges {
+                limit: p.limit(),
+                inside: p.inside(),
+                sleeping: p.waiting(),
+                sleep_delay: p.sleep_delay(),
+                ..CoreGauges::default()
+            },
+            Cores::Timer(t) => CoreGauges {
+                limit: t.limit(),
+                inside: t.inside(),
+                sleeping: t.sleeping(),
+                sleep_delay: TIMER_SLEEP,
+                ..CoreGauges::default()
+            },
+            Cores::Unlimited(_, l) => CoreGauges {
+                limit: l.load(Ordering::Relaxed),
+                ..CoreGauges::default()
+            },
+        }
+    }
+
+    /// Signals a released waiter (called without the queue lock held).
+    pub(crate) fn deliver(&self, r: Release<Arc<SessionShared>>) {
+        let mut w = lock(&r.waiter.wake);
+        // Wait ids only grow. A delivery delayed past a later wait of the same session (its
+        // first wait ended by a cancel that found the slot already released) must not
+        // overwrite the newer release, or that waiter would sleep forever holding a slot.
+        if w.released.is_some_and(|newer| newer > r.id) {
+            return;
+        }
+        w.released = Some(r.id);
+        w.handoff_ns = self.precise_ns();
+        drop(w);
+        r.waiter.cv.notify_one();
+    }
+}
+
+/// Marks a released waiter `Woken`, with the hand-off's time, while the queue lock is still
+/// held, so the mark is ordered after the waiter's `Queued` and before anything the waiter
+/// publishes once it runs.
+fn mark_woken(r: &Release<Arc<SessionShared>>) {
+    r.waiter.set_state_now(SessionState::Woken);
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{GateConfig, Policy};
+
+    #[test]
+    fn a_late_delivery_never_overwrites_a_newer_release() {
+        let d = Driver::new(&GateConfig::new(Policy::Classic));
+        let sh = Arc::new(SessionShared::new(1, String::new()));
+        for id in [5, 3] {
+            d.deliver(Release {
+                waiter: sh.clone(),
+                id: WaitId(id),
+            });
+        }
+        assert_eq!(lock(&sh.wake).released, Some(WaitId(5)));
+    }
+}

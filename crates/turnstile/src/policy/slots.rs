@@ -1,0 +1,87 @@
+//! The atomic slot count that `polling` and `timer` share: threads inside and the limit, no
+//! mutex, no queue.
+//!
+//! # Why the limit is read again after the increment
+//!
+//! An admission increments `inside` and then decides with the limit it reads *after* the
+//! increment (the limit store, the increment and that load are `SeqCst`). If that load returns
+//! an older limit than a concurrent [`AtomicSlots::set_limit`] stores, the single total order
+//! puts the increment before the store: the thread was inside before the change took effect,
+//! like one that had entered a moment earlier, and is counted in `inside` for everyone who
+//! looks after `set_limit` returns. So once `set_limit(n)` has returned, no thread is admitted
+//! unless its own increment left `inside` at most `n`: a lowered limit or a limit set after a
+//! spell of 0 (unlimited, but still counted) is never overshot by newcomers. Those already
+//! inside are never evicted. On x86 the `SeqCst` increment is the same `lock xadd` and the load
+//! a plain `mov`; only `set_limit` pays (an `xchg`).
+
+use super::{AdmittedBy, HoldKind};
+use crate::sync::{AtomicU32, Ordering};
+
+#[derive(Debug)]
+pub(crate) struct AtomicSlots {
+    inside: AtomicU32,
+    limit: AtomicU32,
+}
+
+impl AtomicSlots {
+    pub(crate) fn new(limit: u32) -> Self {
+        AtomicSlots {
+            inside: AtomicU32::new(0),
+            limit: AtomicU32::new(limit),
+        }
+    }
+
+    /// Takes a slot if one is free (or the limit is 0: counted, not limited). `None`: full.
+    #[inline]
+    pub(crate) fn try_take(&self) -> Option<AdmittedBy> {
+        // An optimistic look first, as InnoDB does: a full gate costs no read-modify-write.
+        let limit = self.limit.load(Ordering::Relaxed);
+        if limit != 0 && self.inside.load(Ordering::Relaxed) >= limit {
+            return None;
+        }
+        let n = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+        match self.limit.load(Ordering::SeqCst) {
+            0 => Some(AdmittedBy::Unlimited),
+            limit if n <= limit => Some(AdmittedBy::Free),
+            _ => {
+                self.give_back();
+                None
+            }
+        }
+    }
+
+    /// Counts a thread inside without checking the limit (forced and unchecked entries).
+    pub(crate) fn force_take(&self) {
+        self.inside.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Gives back a slot taken by [`Self::try_take`] or [`Self::force_take`].
+    #[inline]
+    pub(crate) fn give_back(&self) {
+        let before = self.inside.fetch_sub(1, Ordering::AcqRel);
+        if before == 0 {
+            self.inside.fetch_add(1, Ordering::AcqRel);
+            panic!("turnstile: threads inside would go below zero (a slot given back twice)");
+        }
+    }
+
+    /// Gives back what `hold` counted.
+    #[inline]
+    pub(crate) fn exit(&self, hold: HoldKind) {
+        if hold == HoldKind::Slot {
+            self.give_back();
+        }
+    }
+
+    pub(crate) fn set_limit(&self, limit: u32) {
+        self.limit.store(limit, Ordering::SeqCst);
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn inside(&self) -> u32 {
+        self.inside.load(Ordering::Relaxed)
+    }
+}

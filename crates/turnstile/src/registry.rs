@@ -1,0 +1,205 @@
+//! What sessions publish for monitoring, and the gate-wide totals an operator scrapes.
+//!
+//! Each session owns a [`SessionShared`] record: its state and when it began, its tickets, and
+//! its event counters, written by its own thread with plain relaxed stores (no shared
+//! read-modify-write on the fast paths). The [`Registry`] lists the live records and keeps the
+//! totals of dropped sessions.
+//!
+//! Invariants:
+//! - **Lifetime totals never decrease.** A session leaves the live list and its counts join
+//!   the retired sums in one step, under the registry lock then the retired lock (the order
+//!   every reader takes them in too), so no reader sees it in neither or in both.
+//! - Every histogram bucket is a sum of monotonic counts: waits are recorded in gate-wide
+//!   histograms by the thread that waited, and admissions that did not wait are their own
+//!   per-session counter (never derived by subtraction).
+
+use std::time::Duration;
+
+use crate::clock::coarse_ns;
+use crate::histogram::{Histogram, HistogramSnapshot};
+use crate::monitor::{Counter, SessionSnapshot, SessionState, N_COUNTERS};
+use crate::policy::WaitId;
+use crate::sync::{lock, Arc, AtomicBool, Condvar, Mutex};
+// Monitoring fields (states, tickets, counters) are published with plain std atomics even under
+// loom: they are written by one thread and read by monitors, and carry no synchronisation.
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// What a session publishes for monitoring and hand-offs. Written by its owning thread only,
+/// except `state`/`since_ns` when a hand-off marks it `Woken`, and `wake`/`cancel`.
+pub(crate) struct SessionShared {
+    pub(crate) id: u64,
+    label: String,
+    state: AtomicU8,
+    pub(crate) tickets: AtomicU32,
+    since_ns: AtomicU64,
+    counters: [AtomicU64; N_COUNTERS],
+    /// Hand-off delivery, under its own small lock.
+    pub(crate) wake: Mutex<WakeState>,
+    pub(crate) cv: Condvar,
+    /// Set by a [`crate::Canceler`]; consumed by the wait that observes it or at statement end.
+    pub(crate) cancel: AtomicBool,
+}
+
+#[derive(Default)]
+pub(crate) struct WakeState {
+    /// The last wait a hand-off released (ids are unique, so stale ones never match).
+    pub(crate) released: Option<WaitId>,
+    /// When that hand-off was made (gate clock, ns).
+    pub(crate) handoff_ns: u64,
+}
+
+impl SessionShared {
+    pub(crate) fn new(id: u64, label: String) -> SessionShared {
+        SessionShared {
+            id,
+            label,
+            state: AtomicU8::new(SessionState::Outside.code()),
+            tickets: AtomicU32::new(0),
+            since_ns: AtomicU64::new(0),
+            counters: std::array::from_fn(|_| AtomicU64::new(0)),
+            wake: Mutex::new(WakeState::default()),
+            cv: Condvar::new(),
+            cancel: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts one event (owner thread only: a load and a store, no read-modify-write).
+    #[inline]
+    pub(crate) fn bump(&self, c: Counter) {
+        let a = &self.counters[c as usize];
+        a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Publishes a state without touching its timestamp (the fast paths).
+    #[inline]
+    pub(crate) fn set_state(&self, s: SessionState) {
+        self.state.store(s.code(), Ordering::Relaxed);
+    }
+
+    /// Publishes a state and when it began (coarse clock).
+    #[inline]
+    pub(crate) fn set_state_now(&self, s: SessionState) {
+        self.since_ns.store(coarse_ns(), Ordering::Relaxed);
+        self.state.store(s.code(), Ordering::Relaxed);
+    }
+
+    pub(crate) fn state(&self) -> SessionState {
+        SessionState::from_code(self.state.load(Ordering::Relaxed))
+    }
+
+    fn add_counters_to(&self, totals: &mut [u64; N_COUNTERS]) {
+        for (t, a) in totals.iter_mut().zip(&self.counters) {
+            *t += a.load(Ordering::Relaxed);
+        }
+    }
+
+    fn snapshot(&self, now: u64) -> SessionSnapshot {
+        let state = self.state();
+        let since = self.since_ns.load(Ordering::Relaxed);
+        SessionSnapshot {
+            id: self.id,
+            label: self.label.clone(),
+            state,
+            tickets: self.tickets.load(Ordering::Relaxed),
+            in_state: (state != SessionState::Outside && since != 0)
+                .then(|| Duration::from_nanos(now.saturating_sub(since))),
+        }
+    }
+}
+
+/// The live sessions, the totals of dropped ones, and the gate-wide histograms and gauges.
+pub(crate) struct Registry {
+    live: Mutex<Vec<Arc<SessionShared>>>,
+    /// Counter totals of dropped sessions plus events no session owns (limit hand-offs).
+    /// Lock order: `live`, then `retired`.
+    retired: Mutex<[u64; N_COUNTERS]>,
+    /// Time from asking to enter to admission, for admissions that waited.
+    pub(crate) wait: Histogram,
+    /// Time from a hand-off's signal to the woken thread running.
+    pub(crate) wake: Histogram,
+    /// Sessions in an admission's slow path (sleeping, yielding, queued, woken).
+    pub(crate) waiting: AtomicU32,
+    /// Sessions stepped out of the gate around blocking work.
+    pub(crate) stepped_out: AtomicU32,
+}
+
+/// Totals read in one consistent step.
+pub(crate) struct Totals {
+    pub(crate) counters: [u64; N_COUNTERS],
+    pub(crate) sessions: u32,
+}
+
+impl Registry {
+    pub(crate) fn new() -> Registry {
+        Registry {
+            live: Mutex::new(Vec::new()),
+            retired: Mutex::new([0; N_COUNTERS]),
+            wait: Histogram::new(),
+            wake: Histogram::new(),
+            waiting: AtomicU32::new(0),
+            stepped_out: AtomicU32::new(0),
+        }
+    }
+
+    pub(crate) fn add(&self, s: Arc<SessionShared>) {
+        lock(&self.live).push(s);
+    }
+
+    /// Removes a dropped session and keeps its totals, in one step for every reader.
+    pub(crate) fn retire(&self, s: &Arc<SessionShared>) {
+        let mut live = lock(&self.live);
+        let mut retired = lock(&self.retired);
+        s.add_counters_to(&mut retired);
+        live.retain(|x| !Arc::ptr_eq(x, s));
+    }
+
+    /// Counts an event that belongs to no session (a hand-off made by a limit change).
+    pub(crate) fn count_unowned(&self, c: Counter, n: u64) {
+        lock(&self.retired)[c as usize] += n;
+    }
+
+    /// Lifetime counter totals and the number of live sessions: no allocation, one pass.
+    pub(crate) fn totals(&self) -> Totals {
+        let live = lock(&self.live);
+        let mut counters = *lock(&self.retired);
+        for s in live.iter() {
+            s.add_counters_to(&mut counters);
+        }
+        Totals {
+            counters,
+            sessions: live.len() as u32,
+        }
+    }
+
+    /// Totals plus every live session's picture.
+    pub(crate) fn sessions(&self) -> (Totals, Vec<SessionSnapshot>) {
+        let now = coarse_ns();
+        let live = lock(&self.live);
+        let mut counters = *lock(&self.retired);
+        let mut sessions = Vec::with_capacity(live.len());
+        for s in live.iter() {
+            s.add_counters_to(&mut counters);
+            sessions.push(s.snapshot(now));
+        }
+        let totals = Totals {
+            counters,
+            sessions: live.len() as u32,
+        };
+        (totals, sessions)
+    }
+
+    /// Runs `f` on every live session (under the registry lock: `f` may take a session's wake
+    /// lock, never the registry's).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&SessionShared)) {
+        for s in lock(&self.live).iter() {
+            f(s);
+        }
+    }
+
+    /// The wait histogram with the admissions that did not wait added as zeros.
+    pub(crate) fn wait_histogram(&self, counters: &[u64; N_COUNTERS]) -> HistogramSnapshot {
+        let mut h = self.wait.snapshot();
+        h.add_zeros(counters[Counter::AdmissionsWithoutWait as usize]);
+        h
+    }
+}
