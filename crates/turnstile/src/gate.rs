@@ -9,8 +9,7 @@ use crate::error::ConfigError;
 use crate::monitor::{Counter, Counters, GateSnapshot, GateStats, N_COUNTERS};
 use crate::registry::{Registry, SessionShared, Totals};
 use crate::session::Session;
-use crate::sync::{lock, Arc};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{lock, Arc, AtomicU64, Ordering};
 
 /// A thread-concurrency gate: at most `limit` threads inside an engine at once, with InnoDB's
 /// concurrency tickets, under one of the [`Policy`] rules.
@@ -49,8 +48,10 @@ pub(crate) struct GateInner {
     pub(crate) config: GateConfig,
     pub(crate) driver: Driver,
     pub(crate) registry: Registry,
-    next_session: AtomicU64,
+    next_session: std::sync::atomic::AtomicU64,
     /// Bumped whenever the limit is raised: a sleeper that sees it change re-checks at once.
+    /// It orders the new limit before the sleeper's re-check, so it is one of the atomics the
+    /// model checker tracks (`crate::sync`).
     pub(crate) raise_generation: AtomicU64,
 }
 
@@ -63,7 +64,7 @@ impl Gate {
                 config,
                 driver: Driver::new(&config),
                 registry: Registry::new(),
-                next_session: AtomicU64::new(1),
+                next_session: std::sync::atomic::AtomicU64::new(1),
                 raise_generation: AtomicU64::new(0),
             }),
         })

@@ -3,8 +3,13 @@
 //! `RUSTFLAGS="--cfg loom" cargo test -p turnstile --release --test loom`
 //! (`.ci/run` does; `LOOM_MAX_PREEMPTIONS` bounds the search, 3 by default there).
 //!
-//! Under loom every sleep is a yield (loom has no clock), so `classic`'s sleep before queueing
-//! and `polling`'s sleep-and-poll become yield-and-retry: the decisions are unchanged.
+//! Loom has no clock: a sleep of zero is a yield, and a timed wait never times out, so a
+//! nonzero sleep lasts until a limit raise or a cancel notifies it (which is what makes a
+//! missed raise a deadlock loom reports). Models where waiters must get in by others leaving
+//! use zero sleep delays (and no adaptive delay), so `classic`'s sleep before queueing and
+//! `polling`'s sleep-and-poll become yield-and-retry: the decisions are unchanged. A wait
+//! timeout of zero is deterministic (expired at the first check) and exercises the timeout
+//! paths.
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicU32, Ordering};
@@ -19,7 +24,8 @@ fn gate(policy: Policy, limit: u32) -> Gate {
         GateConfig::new(policy)
             .limit(limit)
             .tickets(1)
-            .sleep_delay(Duration::ZERO),
+            .sleep_delay(Duration::ZERO)
+            .adaptive_max_sleep_delay(Duration::ZERO),
     )
     .unwrap()
 }
@@ -116,6 +122,124 @@ fn a_cancel_racing_a_hand_off_leaves_nothing_counted() {
         drop(call);
         drop(stmt);
         c.join().unwrap();
+        w.join().unwrap();
+        let snap = g.snapshot();
+        assert_eq!((snap.inside, snap.queued), (0, 0));
+    });
+}
+
+/// A raise of the limit is never missed by a thread the policy told to sleep. Under loom a
+/// timed sleep never times out, so a sleeper that misses the raise's notify sleeps forever and
+/// loom reports the deadlock. (The generation must be read before the policy decides: read
+/// after, a raise between the decision and the read was lost.)
+fn raise_wakes_a_sleeper(policy: Policy) {
+    loom::model(move || {
+        let g = Gate::new(
+            GateConfig::new(policy)
+                .limit(1)
+                .tickets(1)
+                .sleep_delay(Duration::from_millis(10))
+                .adaptive_max_sleep_delay(Duration::ZERO),
+        )
+        .unwrap();
+        let mut holder = g.session();
+        let mut stmt = holder.begin();
+        let call = stmt.enter().unwrap();
+        let mut waiter = g.session();
+        let w = thread::spawn(move || {
+            let mut stmt = waiter.begin();
+            drop(stmt.enter().unwrap());
+        });
+        g.set_limit(2).unwrap();
+        w.join().unwrap();
+        drop(call);
+        drop(stmt);
+        assert_eq!(g.snapshot().inside, 0);
+    });
+}
+
+#[test]
+fn polling_sleeper_never_misses_a_limit_raise() {
+    raise_wakes_a_sleeper(Policy::Polling);
+}
+
+#[test]
+fn classic_sleeper_never_misses_a_limit_raise() {
+    raise_wakes_a_sleeper(Policy::Classic);
+}
+
+/// Sessions admitted while the limit is 0 are counted: once `set_limit(1)` has returned, a
+/// thread that starts to enter afterwards is never inside beside another.
+fn limit_from_zero_is_not_overshot(policy: Policy) {
+    loom::model(move || {
+        let g = gate(policy, 0);
+        let limited = Arc::new(AtomicU32::new(0));
+        let inside = Arc::new(AtomicU32::new(0));
+        let early = {
+            let mut s = g.session();
+            let inside = inside.clone();
+            thread::spawn(move || {
+                let mut stmt = s.begin();
+                let call = stmt.enter().unwrap();
+                inside.fetch_add(1, Ordering::SeqCst);
+                inside.fetch_sub(1, Ordering::SeqCst);
+                drop(call);
+            })
+        };
+        let late = {
+            let mut s = g.session();
+            let (inside, limited) = (inside.clone(), limited.clone());
+            thread::spawn(move || {
+                let after_set = limited.load(Ordering::SeqCst) == 1;
+                let mut stmt = s.begin();
+                let call = stmt.enter().unwrap();
+                let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                assert!(
+                    !after_set || n == 1,
+                    "admitted beside another under limit 1"
+                );
+                inside.fetch_sub(1, Ordering::SeqCst);
+                drop(call);
+            })
+        };
+        g.set_limit(1).unwrap();
+        limited.store(1, Ordering::SeqCst);
+        early.join().unwrap();
+        late.join().unwrap();
+        assert_eq!(g.snapshot().inside, 0);
+    });
+}
+
+#[test]
+fn classic_limit_set_after_unlimited_counts_those_inside() {
+    limit_from_zero_is_not_overshot(Policy::Classic);
+}
+
+#[test]
+fn polling_limit_set_after_unlimited_counts_those_inside() {
+    limit_from_zero_is_not_overshot(Policy::Polling);
+}
+
+/// A wait that times out (a zero timeout: deterministic without a clock) in the same instant a
+/// hand-off releases it ends either inside or uncounted, never both and never neither.
+#[test]
+fn a_timeout_racing_a_hand_off_leaves_nothing_counted() {
+    loom::model(|| {
+        let g = gate(Policy::Classic, 1);
+        let mut holder = g.session();
+        let mut waiter = g.session();
+        waiter.set_wait_timeout(Some(Duration::ZERO));
+        let mut stmt = holder.begin();
+        let call = stmt.enter().unwrap();
+        let w = thread::spawn(move || {
+            let mut stmt = waiter.begin();
+            match stmt.enter().map(drop) {
+                Ok(()) | Err(GateError::TimedOut { .. }) => {}
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+        });
+        drop(call);
+        drop(stmt);
         w.join().unwrap();
         let snap = g.snapshot();
         assert_eq!((snap.inside, snap.queued), (0, 0));
