@@ -4,11 +4,12 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, Unit};
 
 /// Which admission policy a [`crate::Gate`] runs. Each one is faithful to the InnoDB or MySQL
 /// version named; `docs/ARCHITECTURE.md` and the `policy` module say exactly how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Policy {
     /// InnoDB 5.0–5.5: one mutex, a FIFO of wait slots, one sleep before queueing, direct
     /// hand-off of a freed slot to the first waiter.
@@ -93,7 +94,21 @@ pub const MAX_ADAPTIVE_SLEEP_DELAY: Duration = Duration::from_secs(1);
 /// (`innodb_adaptive_max_sleep_delay` = 150000 µs, 5.6). The default limit is 8, the value
 /// `innodb_thread_concurrency` had by default in 5.0 and 5.1 and the one seed 004 ran with; 0
 /// means unlimited.
+///
+/// ```
+/// use std::time::Duration;
+/// use turnstile::{GateConfig, Policy};
+///
+/// let config = GateConfig::new(Policy::Polling)
+///     .limit(16)
+///     .tickets(500)
+///     .sleep_delay(Duration::from_micros(100));
+/// assert!(config.validate().is_ok());
+/// let err = config.limit(5000).validate().unwrap_err();
+/// assert_eq!(err.to_string(), "limit = 5000 is out of range: accepted values are 0..=1000");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GateConfig {
     /// The admission policy.
     pub policy: Policy,
@@ -149,19 +164,11 @@ impl GateConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         check("limit", self.limit as u64, 0, MAX_LIMIT as u64)?;
         check("tickets", self.tickets as u64, 1, u32::MAX as u64)?;
-        check(
-            "sleep_delay_us",
-            self.sleep_delay.as_micros().min(u64::MAX as u128) as u64,
-            0,
-            MAX_SLEEP_DELAY.as_micros() as u64,
-        )?;
-        check(
-            "adaptive_max_sleep_delay_us",
-            self.adaptive_max_sleep_delay
-                .as_micros()
-                .min(u64::MAX as u128) as u64,
-            0,
-            MAX_ADAPTIVE_SLEEP_DELAY.as_micros() as u64,
+        check_duration("sleep_delay", self.sleep_delay, MAX_SLEEP_DELAY)?;
+        check_duration(
+            "adaptive_max_sleep_delay",
+            self.adaptive_max_sleep_delay,
+            MAX_ADAPTIVE_SLEEP_DELAY,
         )
     }
 }
@@ -172,6 +179,22 @@ pub(crate) fn check_limit(limit: u32) -> Result<(), ConfigError> {
 }
 
 fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    check_in(field, value, min, max, Unit::Count)
+}
+
+/// A duration setting, checked in whole microseconds (InnoDB's unit for these settings).
+fn check_duration(field: &'static str, d: Duration, max: Duration) -> Result<(), ConfigError> {
+    let us = |d: Duration| d.as_micros().min(u64::MAX as u128) as u64;
+    check_in(field, us(d), 0, us(max), Unit::Micros)
+}
+
+fn check_in(
+    field: &'static str,
+    value: u64,
+    min: u64,
+    max: u64,
+    unit: Unit,
+) -> Result<(), ConfigError> {
     if (min..=max).contains(&value) {
         Ok(())
     } else {
@@ -180,6 +203,7 @@ fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<(), Conf
             value,
             min,
             max,
+            unit,
         })
     }
 }
@@ -213,7 +237,8 @@ mod tests {
                 field: "limit",
                 value: 5000,
                 min: 0,
-                max: 1000
+                max: 1000,
+                unit: Unit::Count,
             }
         );
         assert!(err.to_string().contains("0..=1000"));
@@ -235,11 +260,16 @@ mod tests {
         assert!(matches!(
             err,
             ConfigError::OutOfRange {
-                field: "sleep_delay_us",
+                field: "sleep_delay",
                 value: 5_000_000,
+                unit: Unit::Micros,
                 ..
             }
         ));
+        assert_eq!(
+            err.to_string(),
+            "sleep_delay = 5000000 us is out of range: accepted values are 0..=1000000 us"
+        );
     }
 
     #[test]

@@ -5,20 +5,44 @@ use std::time::Duration;
 
 /// A configuration value the gate cannot accept.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A numeric setting outside its accepted range (inclusive bounds).
+    #[non_exhaustive]
     OutOfRange {
-        /// The setting's name, as in [`crate::GateConfig`].
+        /// The setting's name: the name of its [`crate::GateConfig`] setter (`"limit"`,
+        /// `"sleep_delay"`, ...).
         field: &'static str,
-        /// The value that was given.
+        /// The value that was given, in `unit`.
         value: u64,
         /// Smallest accepted value.
         min: u64,
         /// Largest accepted value.
         max: u64,
+        /// The unit of `value`, `min` and `max`.
+        unit: Unit,
     },
     /// A policy name that is not one of [`crate::Policy::ALL`].
     UnknownPolicy(String),
+}
+
+/// The unit of a numeric setting in a [`ConfigError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unit {
+    /// A plain number (threads, tickets).
+    Count,
+    /// Microseconds (durations, as InnoDB's settings count them).
+    Micros,
+}
+
+impl Unit {
+    fn suffix(self) -> &'static str {
+        match self {
+            Unit::Count => "",
+            Unit::Micros => " us",
+        }
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -29,10 +53,14 @@ impl fmt::Display for ConfigError {
                 value,
                 min,
                 max,
-            } => write!(
-                f,
-                "{field} = {value} is out of range: accepted values are {min}..={max}"
-            ),
+                unit,
+            } => {
+                let u = unit.suffix();
+                write!(
+                    f,
+                    "{field} = {value}{u} is out of range: accepted values are {min}..={max}{u}"
+                )
+            }
             ConfigError::UnknownPolicy(name) => {
                 let names: Vec<&str> = crate::Policy::ALL.iter().map(|p| p.name()).collect();
                 write!(
@@ -49,6 +77,7 @@ impl std::error::Error for ConfigError {}
 
 /// Why a thread did not get into the gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GateError {
     /// [`crate::Canceler::cancel`] was called while the session waited (or before it began to).
     Cancelled {

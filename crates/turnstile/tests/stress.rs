@@ -103,6 +103,7 @@ fn run(r: Run) -> Outcome {
                             errors.fetch_add(1, Ordering::Relaxed);
                             break 'calls;
                         }
+                        Err(e) => panic!("unexpected gate error {e}"),
                     };
                     if call.admitted() {
                         occ.enter();
