@@ -462,7 +462,8 @@ impl<'s> Statement<'s> {
 
     /// Leaves the gate for work outside the engine (sending results, a file sort), runs `f`
     /// and returns its value; the next [`Statement::enter`] is an admission. The same contract
-    /// as [`Call::step_out`] (see the [module documentation](self)).
+    /// as [`Call::step_out`]: after a [`StepOutReason::RowLockWait`] that began inside, that
+    /// admission re-enters without checking the limit, with one ticket.
     pub fn step_out<R>(&mut self, reason: StepOutReason, f: impl FnOnce() -> R) -> R {
         self.session.step_out(reason, f)
     }
