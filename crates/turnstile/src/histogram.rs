@@ -237,6 +237,26 @@ impl HistogramSnapshot {
             self.buckets[0] as f64 / self.count as f64
         }
     }
+
+    /// Sum of the values recorded, nanoseconds (wrapping on overflow; a reader may see a record
+    /// half-applied, so it can disagree with the buckets by one value).
+    pub fn sum(&self) -> u64 {
+        self.sum
+    }
+
+    /// The non-empty buckets in increasing order, as `(low, high, count)`: `count` values
+    /// recorded in `low..=high` (nanoseconds). Exporters build their own bucket layouts from
+    /// these (see [`crate::metrics`]).
+    pub fn nonzero_buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| {
+                let (lo, hi) = bucket_range(i);
+                (lo, hi, n)
+            })
+    }
 }
 
 #[cfg(all(test, not(loom)))]

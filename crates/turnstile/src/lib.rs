@@ -13,8 +13,24 @@
 //!   the work's value; [`Call::resume`] re-enters.
 //! * [`Gate::stats`] — cheap totals and gauges for monitoring (counters never decrease);
 //!   [`Gate::snapshot`] adds every session, printable as InnoDB-style text.
+//! * [`metrics`] — the stats as Prometheus text ([`GateStats::to_prometheus`]), and with the
+//!   `metrics` feature through the `metrics` facade (`Gate::publish_metrics`).
 //! * `policy` (hidden, not semver) — each policy's decisions, written once and shared with
 //!   the simulator.
+//!
+//! ## Cargo features
+//!
+//! None is on by default; without them the crate depends on nothing for monitoring.
+//!
+//! * `serde` — `serde::Serialize` for [`GateStats`], [`Counters`], [`GateSnapshot`],
+//!   [`SessionSnapshot`], [`SessionState`], [`StepOutReason`], [`Policy`] and
+//!   [`HistogramSnapshot`]. Durations are whole nanoseconds in fields named `…_ns`
+//!   (`sleep_delay_ns`, `taken_at_ns`, `in_state_ns`); a policy is its name (`"classic"`);
+//!   states and reasons are snake_case names (`"in_call"`, `{"stepped_out": "row_lock_wait"}`);
+//!   a histogram is a summary — `{"count", "sum_ns", "max_ns", "p50_ns", "p90_ns", "p99_ns",
+//!   "p999_ns", "buckets": [[low_ns, high_ns, count], …]}`, listing only non-empty buckets.
+//! * `metrics` — `metrics::publish` and `Gate::publish_metrics` through the
+//!   `metrics` facade crate (0.24), under the Prometheus text's names.
 //!
 //! ## Example: a scan, and a row-lock wait
 //!
@@ -63,11 +79,14 @@ mod driver;
 mod error;
 mod gate;
 pub mod histogram;
+pub mod metrics;
 mod monitor;
 pub mod mutex;
 #[doc(hidden)]
 pub mod policy;
 mod registry;
+#[cfg(feature = "serde")]
+mod serde_impl;
 mod session;
 mod sync;
 

@@ -10,6 +10,11 @@ use crate::histogram::HistogramSnapshot;
 
 /// Why a session stepped out of the gate while keeping its statement open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum StepOutReason {
     /// Waiting for a row lock (InnoDB force-exits before `lock_wait_suspend_thread`).
@@ -48,6 +53,11 @@ impl StepOutReason {
 
 /// What a session is doing right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum SessionState {
     /// Not inside and not asking to be.
@@ -121,6 +131,7 @@ impl SessionState {
 /// Event counts, summed over every session the gate has had. Every field only grows over the
 /// gate's life (an exporter may treat each as a counter).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Counters {
     /// Admissions of every kind (a re-entry with tickets is not one).
@@ -191,6 +202,7 @@ impl Counters {
 
 /// One session in a [`GateSnapshot`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct SessionSnapshot {
     /// The session's id, unique within its gate.
@@ -203,13 +215,18 @@ pub struct SessionSnapshot {
     pub tickets: u32,
     /// How long it has been in this state: for inside states, since admission; for waiting
     /// states (sleeping, yielding, queued), since it began waiting to enter; `None` outside.
-    /// Coarse clock: resolution one scheduler tick (1–4 ms).
+    /// Coarse clock: resolution one scheduler tick (1–4 ms). Serialized as `in_state_ns`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "in_state_ns", serialize_with = "crate::serde_impl::opt_ns")
+    )]
     pub in_state: Option<Duration>,
 }
 
 /// The gate's totals and gauges, from [`crate::Gate::stats`]: cheap to take (no allocation
 /// per session), lifetime counters that never decrease, and gate-wide histograms.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct GateStats {
     /// The gate's policy.
@@ -236,7 +253,11 @@ pub struct GateStats {
     pub stepped_out: u32,
     /// Live sessions.
     pub sessions: u32,
-    /// The sleep delay in force (`polling`'s adapts).
+    /// The sleep delay in force (`polling`'s adapts). Serialized as `sleep_delay_ns`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "sleep_delay_ns", serialize_with = "crate::serde_impl::ns")
+    )]
     pub sleep_delay: Duration,
     /// Event counts over the gate's life.
     pub counters: Counters,
@@ -245,13 +266,18 @@ pub struct GateStats {
     pub wait: HistogramSnapshot,
     /// Time from a hand-off's signal to the woken thread running (queue policies).
     pub wake_latency: HistogramSnapshot,
-    /// How long the gate had existed when this was taken.
+    /// How long the gate had existed when this was taken. Serialized as `taken_at_ns`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "taken_at_ns", serialize_with = "crate::serde_impl::ns")
+    )]
     pub taken_at: Duration,
 }
 
 /// A point-in-time picture of a gate, from [`crate::Gate::snapshot`]: its [`GateStats`] (which
 /// the snapshot dereferences to, so `snapshot.inside` reads them) and every live session.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct GateSnapshot {
     /// Totals and gauges.
