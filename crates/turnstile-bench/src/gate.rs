@@ -440,6 +440,9 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
         Variant::Gate(p) => Some(cfg.gate(p, cfg.limit, cfg.tickets)),
         Variant::MutexCondvar => None,
     };
+    let _watched = gate
+        .as_ref()
+        .map(|g| crate::live::watch(format!("bench-gate/{}/{threads} threads", v.name()), g));
     let sem = Arc::new(MutexCondvarSemaphore::new(cfg.limit.max(1)));
     let calls = cfg.calls;
     let mut handles = Vec::with_capacity(threads);

@@ -3,10 +3,12 @@
 //!
 //! * [`gate`] — `turnstile bench gate`: fast-path costs and a synthetic closed-loop load for
 //!   every gate policy and the [`baseline::MutexCondvarSemaphore`] baseline.
+//! * [`live`] — the gates running now, for exporting metrics during long runs.
 
 pub mod baseline;
 pub mod chart;
 pub mod gate;
+pub mod live;
 pub mod mutex;
 pub mod repro;
 pub mod rusage;

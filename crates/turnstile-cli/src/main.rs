@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use turnstile_bench::gate::{self as gate_bench, GateBenchConfig, GateBenchReport, Variant};
 use turnstile_bench::mutex::{self as mutex_bench, LockVariant, MutexBenchConfig};
 
+mod metrics_file;
 mod repro_cmd;
 mod sim_cmd;
 mod table;
@@ -145,6 +146,12 @@ struct GateArgs {
     /// Repetitions of each fast-path measurement (the median is reported).
     #[arg(long)]
     reps: Option<usize>,
+    /// Every second, write the Prometheus text of the gate(s) running now to this file, each
+    /// labelled gate="<run>/<policy>/<setting>" (written to PATH.tmp, then renamed, so a reader
+    /// never sees half a file); between runs and at the end it holds the last gate's final
+    /// figures. Example: `watch cat PATH`.
+    #[arg(long, value_name = "PATH")]
+    metrics_file: Option<std::path::PathBuf>,
 }
 
 impl GateArgs {
@@ -254,6 +261,7 @@ pub(crate) fn emit<T: serde::Serialize>(json: bool, value: &T, text: String) -> 
 
 fn bench_gate(args: &GateArgs) -> Result<(), String> {
     let cfg = args.config()?;
+    let _metrics = metrics_file::start(args.metrics_file.as_deref())?;
     let mut progress = Progress::new(cfg.variants.len() * (1 + cfg.threads.len()));
     let report: GateBenchReport = gate_bench::run(&cfg, &mut |s| progress.step(s));
     progress.finish();

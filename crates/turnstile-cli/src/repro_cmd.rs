@@ -41,6 +41,12 @@ pub struct CommonArgs {
     /// Print results as JSON on stdout instead of tables.
     #[arg(long)]
     json: bool,
+    /// Every second, write the Prometheus text of the gate(s) running now to this file, each
+    /// labelled gate="<run>/<policy>/<setting>" (written to PATH.tmp, then renamed, so a reader
+    /// never sees half a file); between runs and at the end it holds the last gate's final
+    /// figures. Example: `watch cat PATH`.
+    #[arg(long, value_name = "PATH")]
+    metrics_file: Option<PathBuf>,
 }
 
 impl CommonArgs {
@@ -327,6 +333,13 @@ struct AllResults {
 
 /// Runs a repro command.
 pub fn run(cmd: &Repro) -> Result<(), String> {
+    let common = match cmd {
+        Repro::Tickets(a) => &a.common,
+        Repro::Oltp(a) => &a.common,
+        Repro::Pileup(a) => &a.common,
+        Repro::All(a) => &a.common,
+    };
+    let _metrics = crate::metrics_file::start(common.metrics_file.as_deref())?;
     match cmd {
         Repro::Tickets(a) => {
             let cfg = tickets_config(a)?;

@@ -443,3 +443,77 @@ fn sim_bad_config_exits_2_naming_the_problem() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn metrics_file_holds_the_prometheus_text_of_the_last_gate_after_repro_and_bench_gate() {
+    let dir = temp("metrics-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("data");
+    let file = dir.join("gate.prom");
+    let out = turnstile(&[
+        "repro",
+        "tickets",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--rows",
+        "3000",
+        "--policies",
+        "classic",
+        "--quick",
+        "--json",
+        "--metrics-file",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&file).expect("the metrics file exists");
+    assert!(text.contains("# TYPE turnstile_gate_admissions_total counter"));
+    assert!(
+        text.contains("turnstile_gate_admissions_total{gate=\"tickets/classic/"),
+        "{text}"
+    );
+    assert!(text.contains("turnstile_gate_wait_seconds_bucket{"));
+    assert!(
+        !dir.join("gate.prom.tmp").exists(),
+        "the temporary file is renamed"
+    );
+
+    let mut args = TINY.to_vec();
+    args.extend([
+        "--policies",
+        "flifo",
+        "--metrics-file",
+        file.to_str().unwrap(),
+    ]);
+    let out = turnstile(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(
+            "turnstile_gate_info{gate=\"bench-gate/flifo/3 threads\",policy=\"flifo\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("turnstile_gate_admissions_total{gate=\"bench-gate/flifo/"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_unwritable_metrics_file_exits_2_before_running() {
+    let out = turnstile(&[
+        "bench",
+        "gate",
+        "--quick",
+        "--metrics-file",
+        "/proc/turnstile-nope/gate.prom",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write metrics file"));
+}

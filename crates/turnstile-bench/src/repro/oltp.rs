@@ -289,6 +289,7 @@ fn point(
     threads: usize,
 ) -> Result<OltpRun, ReproError> {
     let gate = s.gate()?;
+    let _watched = crate::live::watch(format!("oltp/{}/{threads} threads", s.name), &gate);
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(threads + 1));
     let done: Arc<Vec<Count>> = Arc::new((0..threads).map(|_| Count::default()).collect());

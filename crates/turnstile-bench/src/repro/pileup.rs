@@ -173,6 +173,7 @@ fn one_run(
     mode: CommitMode,
 ) -> Result<(PileupRun, Vec<u64>), ReproError> {
     let gate = Gate::new(GateConfig::new(Policy::Classic).limit(cfg.limit))?;
+    let _watched = crate::live::watch(format!("pileup/{n} tables/{}", mode.name()), &gate);
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(2 * n + 1));
     let queries = Arc::new(AtomicU64::new(0));

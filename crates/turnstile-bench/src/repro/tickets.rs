@@ -136,6 +136,7 @@ pub fn run(
             }
             progress.step(&format!("tickets: {policy}, {tickets} tickets"));
             let gate = Gate::new(GateConfig::new(policy).limit(1).tickets(tickets))?;
+            let _watched = crate::live::watch(format!("tickets/{policy}/{tickets} tickets"), &gate);
             let mut alone = Vec::new();
             let mut rows = 0;
             for _ in 0..cfg.alone_reps {
