@@ -36,6 +36,25 @@ use std::sync::atomic::Ordering;
 ///
 /// A `Session` is `Send` (it may move between threads with its connection) but is used by one
 /// thread at a time. Dropping it leaves the gate if it is still inside.
+///
+/// ```
+/// use std::time::Duration;
+/// use turnstile::{Gate, GateConfig, GateError, Policy};
+///
+/// let gate = Gate::new(GateConfig::new(Policy::Classic).limit(1).tickets(2))?;
+/// let mut a = gate.named_session("conn-1");
+/// let mut b = gate.named_session("conn-2");
+/// b.set_wait_timeout(Some(Duration::from_millis(5)));
+///
+/// let mut stmt = a.begin();
+/// drop(stmt.enter()?); // admitted: 2 tickets, the slot is kept between calls
+/// assert_eq!(stmt.tickets(), 2);
+/// // The only slot is taken: b waits (a 10 ms sleep, then the queue) and gives up.
+/// assert!(matches!(b.begin().enter(), Err(GateError::TimedOut { .. })));
+/// drop(stmt); // statement end frees the slot
+/// assert!(b.begin().enter().is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Session {
     gate: Arc<GateInner>,
     sh: Arc<SessionShared>,
@@ -64,6 +83,25 @@ impl std::fmt::Debug for Session {
 /// A cancel ends the session's current wait to enter, or its next one within the current
 /// statement, with [`GateError::Cancelled`]. If the session is not waiting, the cancel is
 /// consumed at its statement end. Cheap to clone.
+///
+/// ```
+/// use turnstile::{Gate, GateConfig, GateError, Policy};
+///
+/// let gate = Gate::new(GateConfig::new(Policy::Classic).limit(1))?;
+/// let mut holder = gate.session();
+/// let mut held = holder.begin();
+/// let _call = held.enter()?;
+///
+/// let mut waiter = gate.session();
+/// let kill = waiter.canceler();
+/// let t = std::thread::spawn(move || matches!(waiter.begin().enter(), Err(GateError::Cancelled { .. })));
+/// while gate.stats().waiting == 0 {
+///     std::thread::yield_now();
+/// }
+/// kill.cancel(); // KILL QUERY
+/// assert!(t.join().unwrap());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Canceler {
     sh: Arc<SessionShared>,
