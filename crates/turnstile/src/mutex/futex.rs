@@ -6,6 +6,11 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+/// The word's memory orderings, shared with the model checker's word ([`ModelFutexWord`]): a
+/// token or lock state stored with release is read with acquire by the thread it wakes.
+const LOAD: Ordering = Ordering::Acquire;
+const STORE: Ordering = Ordering::Release;
+
 /// The word: an `AtomicU32`, slept on with `futex(2)` on Linux.
 #[derive(Debug)]
 #[repr(transparent)]
@@ -18,13 +23,13 @@ impl FutexWord {
 
     #[inline]
     pub(crate) fn load(&self) -> u32 {
-        self.0.load(Ordering::Acquire)
+        self.0.load(LOAD)
     }
 
     #[inline]
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn store(&self, v: u32) {
-        self.0.store(v, Ordering::Release)
+        self.0.store(v, STORE)
     }
 
     /// Compare-and-swap, acquire-release on success.
@@ -92,4 +97,50 @@ impl FutexWord {
 
     #[cfg(not(target_os = "linux"))]
     pub(crate) fn wake_one(&self) {}
+}
+
+/// Under `--cfg loom`: a futex word the model checker can explore, for the parking table's
+/// parkers (the real [`Parker`](super::park) code runs on it). The word is loom's atomic with
+/// [`FutexWord`]'s orderings; the sleep is a modelled mutex and condition variable, checked
+/// and entered atomically with respect to a wake (the waker takes the mutex after changing
+/// the word), which is the guarantee `FUTEX_WAIT` gives. Loom has no clock: timeouts are not
+/// modelled (the model checks pass no deadlines).
+#[cfg(loom)]
+#[cfg_attr(not(test), allow(dead_code))] // only the model checks park
+pub(crate) struct ModelFutexWord {
+    word: crate::sync::AtomicU32,
+    sleep: crate::sync::Mutex<()>,
+    cv: crate::sync::Condvar,
+}
+
+#[cfg(loom)]
+#[cfg_attr(not(test), allow(dead_code))]
+impl ModelFutexWord {
+    pub(crate) fn new(v: u32) -> Self {
+        ModelFutexWord {
+            word: crate::sync::AtomicU32::new(v),
+            sleep: crate::sync::Mutex::new(()),
+            cv: crate::sync::Condvar::new(),
+        }
+    }
+
+    pub(crate) fn load(&self) -> u32 {
+        self.word.load(LOAD)
+    }
+
+    pub(crate) fn store(&self, v: u32) {
+        self.word.store(v, STORE)
+    }
+
+    pub(crate) fn wait(&self, expected: u32, _timeout: Option<Duration>) {
+        let g = crate::sync::lock(&self.sleep);
+        if self.load() == expected {
+            drop(self.cv.wait(g));
+        }
+    }
+
+    pub(crate) fn wake_one(&self) {
+        let _g = crate::sync::lock(&self.sleep);
+        self.cv.notify_one();
+    }
 }

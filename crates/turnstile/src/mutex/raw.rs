@@ -131,6 +131,7 @@
 //! waiter never parks or leaves while `GRANT` is set, nor while the lock is free). A
 //! starvation hand-off gives the lock to exactly the unparked thread, which returns owning it.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::park::{Parked, Table, TOKEN_HANDOFF, TOKEN_RETRY};
@@ -250,25 +251,46 @@ pub(crate) trait StateWord {
     }
 }
 
-impl StateWord for std::sync::atomic::AtomicU32 {
-    #[inline]
-    fn load(&self) -> u32 {
-        self.load(std::sync::atomic::Ordering::Relaxed)
-    }
-    #[inline]
-    fn cas(&self, current: u32, new: u32) -> Result<u32, u32> {
-        use std::sync::atomic::Ordering::{AcqRel, Relaxed};
-        self.compare_exchange(current, new, AcqRel, Relaxed)
-    }
-    #[inline]
-    fn acquire(&self) -> bool {
-        self.fetch_or(LOCKED, std::sync::atomic::Ordering::Acquire) & LOCKED == 0
-    }
-    #[inline]
-    fn release(&self) -> u32 {
-        self.fetch_sub(LOCKED, std::sync::atomic::Ordering::Release)
-    }
+/// The memory orderings of the state word's operations, in one place for the shipped atomic and
+/// the model checker's (see [`impl_state_word`]): a plain load is only a hint (every decision is
+/// confirmed by a CAS), a successful CAS may acquire the lock (taking it, a grant, a hand-off's
+/// re-lock) or publish a critical section (a grant after the release), lock acquires and unlock
+/// releases. A failed CAS only returns a hint, like a load.
+const LOAD: Ordering = Ordering::Relaxed;
+const CAS_OK: Ordering = Ordering::AcqRel;
+const CAS_FAIL: Ordering = Ordering::Relaxed;
+const LOCK: Ordering = Ordering::Acquire;
+const UNLOCK: Ordering = Ordering::Release;
+
+/// Implements [`StateWord`] for an atomic type with `AtomicU32`'s methods: the shipped
+/// `std::sync::atomic::AtomicU32` and, under `--cfg loom`, loom's, with the same bodies and
+/// the same ordering constants, so the model checks exactly the orderings that ship.
+macro_rules! impl_state_word {
+    ($atomic:ty) => {
+        impl StateWord for $atomic {
+            #[inline]
+            fn load(&self) -> u32 {
+                <$atomic>::load(self, LOAD)
+            }
+            #[inline]
+            fn cas(&self, current: u32, new: u32) -> Result<u32, u32> {
+                self.compare_exchange(current, new, CAS_OK, CAS_FAIL)
+            }
+            #[inline]
+            fn acquire(&self) -> bool {
+                self.fetch_or(LOCKED, LOCK) & LOCKED == 0
+            }
+            #[inline]
+            fn release(&self) -> u32 {
+                self.fetch_sub(LOCKED, UNLOCK)
+            }
+        }
+    };
 }
+
+impl_state_word!(std::sync::atomic::AtomicU32);
+#[cfg(loom)]
+impl_state_word!(loom::sync::atomic::AtomicU32);
 
 /// The turnstile raw mutex. Use it through [`crate::mutex::Mutex`] (a `lock_api::Mutex`), or
 /// with a [`LockStats`] implementation for counters (see [`crate::mutex::Instrumented`]).
@@ -946,26 +968,15 @@ mod loom_tests {
     //! every interleaving of the state word, the bucket mutex and the parkers (a modelled
     //! mutex and condition variable), and reports a deadlock if a waiter is stranded.
     use super::*;
-    use loom::sync::atomic::{AtomicU32, Ordering};
+    // The lock's state word is loom's `AtomicU32`, whose `StateWord` implementation is the
+    // shipped one's (the same macro, the same ordering constants): the model checks the
+    // orderings that ship. The critical section writes a loom `UnsafeCell`, so an ordering
+    // too weak to carry one holder's writes to the next is reported as a data race.
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::AtomicU32;
     use loom::sync::Arc;
 
-    struct LoomWord(AtomicU32);
-
-    impl StateWord for LoomWord {
-        fn load(&self) -> u32 {
-            self.0.load(Ordering::Acquire)
-        }
-        fn cas(&self, c: u32, n: u32) -> Result<u32, u32> {
-            self.0
-                .compare_exchange(c, n, Ordering::AcqRel, Ordering::Acquire)
-        }
-        fn acquire(&self) -> bool {
-            self.0.fetch_or(LOCKED, Ordering::AcqRel) & LOCKED == 0
-        }
-        fn release(&self) -> u32 {
-            self.0.fetch_sub(LOCKED, Ordering::AcqRel)
-        }
-    }
+    type LoomWord = AtomicU32;
 
     fn lock(w: &LoomWord, table: &Table) {
         if !w.acquire() {
@@ -1018,20 +1029,22 @@ mod loom_tests {
     /// `threads` threads each lock and unlock `rounds` times; `starve_after` is `MAX` (never:
     /// real elapsed time would make the model nondeterministic) or zero (every unpark is a
     /// hand-off). Checks mutual exclusion, that nobody is stranded (loom reports deadlock),
+    /// that every holder sees the previous holder's write (loom reports a race otherwise),
     /// and that the lock ends unlocked with nobody parked.
     fn check(threads: usize, rounds: usize, starve_after: Duration) {
         loom::model(move || {
-            let w = Arc::new(LoomWord(AtomicU32::new(0)));
+            let w = Arc::new(LoomWord::new(0));
             let table = Arc::new(Table::new(1, starve_after, Duration::ZERO));
-            let inside = Arc::new(AtomicU32::new(0));
+            let data = Arc::new(UnsafeCell::new(0usize));
             let hs: Vec<_> = (0..threads)
                 .map(|_| {
-                    let (w, table, inside) = (w.clone(), table.clone(), inside.clone());
+                    let (w, table, data) = (w.clone(), table.clone(), data.clone());
                     loom::thread::spawn(move || {
                         for _ in 0..rounds {
                             lock(&w, &table);
-                            assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0);
-                            inside.fetch_sub(1, Ordering::SeqCst);
+                            // SAFETY: under the lock; loom checks that the previous holder's
+                            // write happens-before this access, or fails the model.
+                            data.with_mut(|d| unsafe { *d += 1 });
                             unlock(&w, &table);
                         }
                     })
@@ -1040,7 +1053,9 @@ mod loom_tests {
             for h in hs {
                 h.join().unwrap();
             }
-            assert_eq!(w.load() & (LOCKED | PARKED), 0);
+            assert_eq!(StateWord::load(&*w) & (LOCKED | PARKED), 0);
+            // SAFETY: every thread has been joined.
+            assert_eq!(data.with(|d| unsafe { *d }), threads * rounds);
         });
     }
 
