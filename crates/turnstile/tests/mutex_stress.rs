@@ -141,3 +141,84 @@ fn turnstile_timed_and_plain_waiters_mixed_lose_no_wake_up_and_count_exactly() {
     // SAFETY: held by this thread.
     unsafe { g.lock.unlock() };
 }
+
+/// Counts the allocations each thread makes, to show the instrumented lock's wait path makes
+/// none (the waiter registry fills a per-thread slot; the thread's name is read only when
+/// listing).
+mod alloc_count {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local!(static ALLOCS: Cell<u64> = const { Cell::new(0) });
+
+    pub struct Counting;
+
+    // SAFETY: every call is forwarded unchanged to the system allocator; the count is a
+    // const-initialised thread-local `Cell`, which does not allocate.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+            // SAFETY: the caller's contract for `alloc`, passed on.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: the caller's contract for `dealloc`, passed on.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+            // SAFETY: the caller's contract for `realloc`, passed on.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    /// Allocations made by this thread so far.
+    pub fn this_thread() -> u64 {
+        ALLOCS.with(|c| c.get())
+    }
+}
+
+#[global_allocator]
+static ALLOC: alloc_count::Counting = alloc_count::Counting;
+
+#[test]
+fn an_instrumented_wait_allocates_nothing_after_the_threads_first() {
+    use turnstile::mutex::{current_waiters, Instrumented};
+    let m = Arc::new(Instrumented::new("allocation-free wait", 0u64));
+    let go = Arc::new(std::sync::Barrier::new(2));
+    let listed = || {
+        let start = std::time::Instant::now();
+        while !current_waiters()
+            .iter()
+            .any(|w| w.lock == "allocation-free wait")
+        {
+            assert!(start.elapsed() < Duration::from_secs(60), "never listed");
+            thread::sleep(Duration::from_millis(1));
+        }
+    };
+    let g = m.lock();
+    let (m2, go2) = (m.clone(), go.clone());
+    // A named thread: the registry shows its name, which must not be copied per wait.
+    let waiter = thread::Builder::new()
+        .name("allocation-free waiter".into())
+        .spawn(move || {
+            // The first wait makes this thread's registry slot and parker.
+            *m2.lock() += 1;
+            go2.wait(); // first lock done
+            go2.wait(); // the main thread holds the lock again
+            let before = alloc_count::this_thread();
+            *m2.lock() += 1;
+            alloc_count::this_thread() - before
+        })
+        .unwrap();
+    listed();
+    drop(g);
+    go.wait();
+    let g = m.lock();
+    go.wait(); // the waiter's second lock comes while this thread holds the lock
+    listed();
+    drop(g);
+    assert_eq!(waiter.join().unwrap(), 0, "the wait path allocated");
+    assert_eq!(*m.lock(), 2);
+    assert_eq!(m.report().waited, 2, "both of the waiter's locks waited");
+}
