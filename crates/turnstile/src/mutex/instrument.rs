@@ -12,8 +12,8 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex as StdMutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -334,7 +334,48 @@ impl<T> Instrumented<T> {
     }
 }
 
+impl<T> Instrumented<T> {
+    /// The value, consuming the mutex (no lock needed: nobody else can hold it).
+    pub fn into_inner(self) -> T {
+        self.data.into_inner()
+    }
+}
+
+impl<T: Default> Default for Instrumented<T> {
+    /// An unlocked mutex holding `T::default()`, named after the type `T`.
+    fn default() -> Self {
+        Instrumented::new(std::any::type_name::<T>(), T::default())
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for Instrumented<T> {
+    /// The name and whether it is locked now; never blocks, never reads the data.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Instrumented")
+            .field("name", &self.name)
+            .field("locked", &self.raw.is_locked())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T: ?Sized> Instrumented<T> {
+    /// The value, through `&mut self` (no lock needed: the borrow proves exclusive access).
+    pub fn get_mut(&mut self) -> &mut T {
+        self.data.get_mut()
+    }
+
+    /// Locks if the lock is free now, recording the caller as the holder; never waits (and
+    /// so never counts as a wait).
+    #[track_caller]
+    pub fn try_lock(&self) -> Option<InstrumentedGuard<'_, T>> {
+        let at = Location::caller();
+        if self.raw.try_lock() {
+            Some(self.acquired(at))
+        } else {
+            None
+        }
+    }
+
     /// Locks, recording the caller as the holder.
     #[track_caller]
     pub fn lock(&self) -> InstrumentedGuard<'_, T> {
@@ -470,10 +511,16 @@ pub struct WatchdogConfig {
 }
 
 /// A background thread that reports waits on [`Instrumented`] locks longer than a threshold.
-/// Stops when dropped.
+/// Stops when dropped: the drop wakes it at once, whatever the interval.
 pub struct Watchdog {
-    stop: Arc<AtomicBool>,
+    stop: Arc<(StdMutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Watchdog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watchdog").finish_non_exhaustive()
+    }
 }
 
 impl Watchdog {
@@ -482,26 +529,33 @@ impl Watchdog {
         config: WatchdogConfig,
         report: impl Fn(&[WaiterInfo]) + Send + 'static,
     ) -> Watchdog {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new((StdMutex::new(false), Condvar::new()));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("turnstile-watchdog".into())
-            .spawn(move || {
-                while !stop2.load(Ordering::Relaxed) {
-                    std::thread::sleep(config.interval);
-                    let long: Vec<WaiterInfo> = current_waiters()
-                        .into_iter()
-                        .filter(|w| w.since.elapsed() > config.threshold)
-                        .collect();
-                    if !long.is_empty() {
-                        report(&long);
-                        if config.abort {
-                            eprintln!("turnstile watchdog: aborting after long lock waits:");
-                            for w in &long {
-                                eprintln!("  {w}");
-                            }
-                            std::process::abort();
+            .spawn(move || loop {
+                // Sleep one interval, or until the drop says stop.
+                let (m, cv) = &*stop2;
+                let g = m.lock().unwrap_or_else(|e| e.into_inner());
+                let (g, _) = cv
+                    .wait_timeout_while(g, config.interval, |stop| !*stop)
+                    .unwrap_or_else(|e| e.into_inner());
+                if *g {
+                    return;
+                }
+                drop(g);
+                let long: Vec<WaiterInfo> = current_waiters()
+                    .into_iter()
+                    .filter(|w| w.since.elapsed() > config.threshold)
+                    .collect();
+                if !long.is_empty() {
+                    report(&long);
+                    if config.abort {
+                        eprintln!("turnstile watchdog: aborting after long lock waits:");
+                        for w in &long {
+                            eprintln!("  {w}");
                         }
+                        std::process::abort();
                     }
                 }
             })
@@ -515,7 +569,9 @@ impl Watchdog {
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        let (m, cv) = &*self.stop;
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -525,6 +581,7 @@ impl Drop for Watchdog {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
 
     #[test]
@@ -678,6 +735,64 @@ mod tests {
             .iter()
             .any(|w| w.lock.starts_with("contended-")));
         assert_eq!(registry::slots_of(&numbers), 0);
+    }
+
+    #[test]
+    fn dropping_a_watchdog_returns_without_waiting_out_its_interval() {
+        let dog = Watchdog::start(
+            WatchdogConfig {
+                threshold: Duration::from_secs(1),
+                interval: Duration::from_secs(60),
+                abort: false,
+            },
+            |_| {},
+        );
+        let start = Instant::now();
+        drop(dog);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the drop waited for the watchdog's 60 s interval"
+        );
+    }
+
+    #[test]
+    fn try_lock_takes_a_free_lock_and_fails_on_a_held_one_without_counting_a_wait() {
+        let m = Instrumented::new("tried", 5u32);
+        let g = m.try_lock().expect("free");
+        let line = line!() - 1;
+        assert_eq!(m.report().holder.unwrap().1.line(), line);
+        assert!(m.try_lock().is_none(), "held");
+        drop(g);
+        let r = m.report();
+        assert_eq!((r.acquisitions, r.waited), (1, 0));
+        assert_eq!(*m.try_lock().unwrap(), 5);
+    }
+
+    #[test]
+    fn get_mut_and_into_inner_reach_the_value_without_locking() {
+        let mut m = Instrumented::new("owned", vec![1]);
+        m.get_mut().push(2);
+        assert_eq!(m.report().acquisitions, 0);
+        assert_eq!(m.into_inner(), vec![1, 2]);
+    }
+
+    #[test]
+    fn debug_shows_the_name_and_whether_locked_without_blocking() {
+        let m = Instrumented::new("shown", 0u8);
+        assert_eq!(
+            format!("{m:?}"),
+            "Instrumented { name: \"shown\", locked: false, .. }"
+        );
+        let _g = m.lock();
+        // Formatting a held lock from its holder returns: it never locks.
+        assert!(format!("{m:?}").contains("locked: true"));
+    }
+
+    #[test]
+    fn a_default_instrumented_lock_holds_the_default_and_is_named_after_its_type() {
+        let m: Instrumented<Vec<u8>> = Instrumented::default();
+        assert!(m.lock().is_empty());
+        assert!(m.report().name.contains("Vec<u8>"));
     }
 
     #[test]
