@@ -185,8 +185,29 @@ static ALLOC: alloc_count::Counting = alloc_count::Counting;
 fn an_instrumented_wait_allocates_nothing_after_the_threads_first() {
     use turnstile::mutex::{current_waiters, Instrumented};
     let m = Arc::new(Instrumented::new("allocation-free wait", 0u64));
-    let go = Arc::new(std::sync::Barrier::new(2));
-    let listed = || {
+    let (cmd_tx, cmd_rx) = mpsc::channel::<bool>();
+    let (done_tx, done_rx) = mpsc::channel::<u64>();
+    let m2 = m.clone();
+    // A named thread: the registry shows its name, which must not be copied per wait.
+    let waiter = thread::Builder::new()
+        .name("allocation-free waiter".into())
+        .spawn(move || {
+            // Each command comes while the main thread holds the lock: this lock waits.
+            while let Ok(last) = cmd_rx.recv() {
+                let before = alloc_count::this_thread();
+                *m2.lock() += 1;
+                done_tx.send(alloc_count::this_thread() - before).unwrap();
+                if last {
+                    break;
+                }
+            }
+        })
+        .unwrap();
+    // One round: hold the lock, let the waiter wait for it (listed, then given time to
+    // park), release; returns the waiter's allocations.
+    let round = |last: bool| {
+        let g = m.lock();
+        cmd_tx.send(last).unwrap();
         let start = std::time::Instant::now();
         while !current_waiters()
             .iter()
@@ -195,30 +216,25 @@ fn an_instrumented_wait_allocates_nothing_after_the_threads_first() {
             assert!(start.elapsed() < Duration::from_secs(60), "never listed");
             thread::sleep(Duration::from_millis(1));
         }
+        thread::sleep(Duration::from_millis(5));
+        drop(g);
+        done_rx.recv().unwrap()
     };
-    let g = m.lock();
-    let (m2, go2) = (m.clone(), go.clone());
-    // A named thread: the registry shows its name, which must not be copied per wait.
-    let waiter = thread::Builder::new()
-        .name("allocation-free waiter".into())
-        .spawn(move || {
-            // The first wait makes this thread's registry slot and parker.
-            *m2.lock() += 1;
-            go2.wait(); // first lock done
-            go2.wait(); // the main thread holds the lock again
-            let before = alloc_count::this_thread();
-            *m2.lock() += 1;
-            alloc_count::this_thread() - before
-        })
-        .unwrap();
-    listed();
-    drop(g);
-    go.wait();
-    let g = m.lock();
-    go.wait(); // the waiter's second lock comes while this thread holds the lock
-    listed();
-    drop(g);
-    assert_eq!(waiter.join().unwrap(), 0, "the wait path allocated");
-    assert_eq!(*m.lock(), 2);
-    assert_eq!(m.report().waited, 2, "both of the waiter's locks waited");
+    // Warm up until the waiter has parked once: its first park makes its parker, its first
+    // wait its registry slot.
+    let mut warm_ups = 0;
+    while m.report().counters.parks == 0 {
+        round(false);
+        warm_ups += 1;
+        assert!(warm_ups < 1000, "the waiter never parked");
+    }
+    assert_eq!(round(true), 0, "the wait path allocated");
+    waiter.join().unwrap();
+    let r = m.report();
+    assert_eq!(*m.lock(), warm_ups + 1);
+    assert_eq!(
+        r.waited,
+        warm_ups + 1,
+        "every one of the waiter's locks waited"
+    );
 }

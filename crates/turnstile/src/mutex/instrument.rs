@@ -78,6 +78,7 @@ impl LockStats for LockCounters {
 
 /// A copy of [`LockCounters`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LockCountersSnapshot {
     /// Spin iterations before acquiring or parking.
     pub spins: u64,
@@ -119,6 +120,7 @@ pub fn thread_number() -> u64 {
 
 /// A thread waiting for an instrumented lock, as the registry shows it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct WaiterInfo {
     /// The lock's name.
     pub lock: &'static str,
@@ -303,6 +305,7 @@ unsafe impl<T: ?Sized + Send> Send for Instrumented<T> {}
 
 /// What an [`Instrumented`] lock has seen.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LockReport {
     /// The lock's name.
     pub name: &'static str,
@@ -498,8 +501,19 @@ impl<T: ?Sized> Drop for InstrumentedGuard<'_, T> {
     }
 }
 
-/// Settings of a [`Watchdog`].
-#[derive(Debug, Clone, Copy)]
+/// Settings of a [`Watchdog`]: build with [`WatchdogConfig::new`] or `Default` (InnoDB's
+/// 240 s warning threshold, looked for every second), then adjust.
+///
+/// ```
+/// use std::time::Duration;
+/// use turnstile::mutex::WatchdogConfig;
+///
+/// let c = WatchdogConfig::new(Duration::from_secs(30), Duration::from_secs(5)).abort(true);
+/// assert_eq!((c.threshold, c.interval, c.abort), (Duration::from_secs(30), Duration::from_secs(5), true));
+/// assert_eq!(WatchdogConfig::default().threshold, Duration::from_secs(240));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WatchdogConfig {
     /// Report waits longer than this (InnoDB warns at 240 s).
     pub threshold: Duration,
@@ -508,6 +522,31 @@ pub struct WatchdogConfig {
     /// Abort the process after reporting, as InnoDB does past
     /// `innodb_fatal_semaphore_wait_threshold` (600 s).
     pub abort: bool,
+}
+
+impl WatchdogConfig {
+    /// Report waits longer than `threshold`, looking every `interval`; no abort.
+    pub const fn new(threshold: Duration, interval: Duration) -> Self {
+        WatchdogConfig {
+            threshold,
+            interval,
+            abort: false,
+        }
+    }
+
+    /// Whether to abort the process after reporting.
+    pub const fn abort(mut self, abort: bool) -> Self {
+        self.abort = abort;
+        self
+    }
+}
+
+impl Default for WatchdogConfig {
+    /// InnoDB's: warn about waits past 240 s (`sync_array_print_long_waits`), looking every
+    /// second (its error monitor thread's period); no abort.
+    fn default() -> Self {
+        WatchdogConfig::new(Duration::from_secs(240), Duration::from_secs(1))
+    }
 }
 
 /// A background thread that reports waits on [`Instrumented`] locks longer than a threshold.

@@ -52,13 +52,13 @@ const LONG: u32 = 1 << 5;
 /// How long an arriving thread may spin before it parks, while nobody is parked: spinning pays
 /// for critical sections shorter than a park and wake-up (~1–2 µs each way); 2, 4 and 10 µs
 /// measured alike with `turnstile bench mutex`, see docs/BENCHMARKS.md (design history).
-pub const SPIN_LIMIT: Duration = Duration::from_micros(4);
+pub(crate) const SPIN_LIMIT: Duration = Duration::from_micros(4);
 
 /// How long a woken thread polls, with its claim on the next release, before parking again: a
 /// shorter critical section ends in a grant, a longer one in another park and wake-up; 10 and
 /// 20 µs lost in the full sweep and at hold 100 µs (`turnstile bench mutex --hold-ns 100000`),
 /// see docs/BENCHMARKS.md (design history).
-pub const WOKEN_SPIN_LIMIT: Duration = Duration::from_micros(50);
+pub(crate) const WOKEN_SPIN_LIMIT: Duration = Duration::from_micros(50);
 
 /// Back-off cap while spinning: at most 2^3 PAUSEs (~0.2 µs) between polls, then yields;
 /// polling every PAUSE stole the holder's line (1.4× parking_lot at 2 threads) and 2^5 was no
@@ -67,13 +67,13 @@ const MAX_PAUSES_LOG2: u32 = 3;
 
 /// A waiter that has waited this long is handed the lock: Go's `starvationThresholdNs` (1 ms),
 /// see docs/BENCHMARKS.md (design history) for the variant tried and dropped.
-pub const STARVATION_THRESHOLD: Duration = Duration::from_millis(1);
+pub(crate) const STARVATION_THRESHOLD: Duration = Duration::from_millis(1);
 
 /// At most one hand-off per this interval per parking-table bucket: parking_lot's
 /// eventual-fairness period (0.5 ms on average); a hand-off at every unlock measured 8× slower
 /// at 256 threads, hold 1 µs (`turnstile bench mutex`, see docs/BENCHMARKS.md).
 #[cfg_attr(loom, allow(dead_code))]
-pub const FAIR_HANDOFF_INTERVAL: Duration = Duration::from_micros(500);
+pub(crate) const FAIR_HANDOFF_INTERVAL: Duration = Duration::from_micros(500);
 
 /// Buckets in the parking table: a power of two, a few times the number of locks expected to
 /// have sleepers at once (parking_lot sizes its table at 3 × threads; a fixed table keeps
