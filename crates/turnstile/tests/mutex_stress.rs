@@ -141,3 +141,100 @@ fn turnstile_timed_and_plain_waiters_mixed_lose_no_wake_up_and_count_exactly() {
     // SAFETY: held by this thread.
     unsafe { g.lock.unlock() };
 }
+
+/// Counts the allocations each thread makes, to show the instrumented lock's wait path makes
+/// none (the waiter registry fills a per-thread slot; the thread's name is read only when
+/// listing).
+mod alloc_count {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local!(static ALLOCS: Cell<u64> = const { Cell::new(0) });
+
+    pub struct Counting;
+
+    // SAFETY: every call is forwarded unchanged to the system allocator; the count is a
+    // const-initialised thread-local `Cell`, which does not allocate.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+            // SAFETY: the caller's contract for `alloc`, passed on.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: the caller's contract for `dealloc`, passed on.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+            // SAFETY: the caller's contract for `realloc`, passed on.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    /// Allocations made by this thread so far.
+    pub fn this_thread() -> u64 {
+        ALLOCS.with(|c| c.get())
+    }
+}
+
+#[global_allocator]
+static ALLOC: alloc_count::Counting = alloc_count::Counting;
+
+#[test]
+fn an_instrumented_wait_allocates_nothing_after_the_threads_first() {
+    use turnstile::mutex::{current_waiters, Instrumented};
+    let m = Arc::new(Instrumented::new("allocation-free wait", 0u64));
+    let (cmd_tx, cmd_rx) = mpsc::channel::<bool>();
+    let (done_tx, done_rx) = mpsc::channel::<u64>();
+    let m2 = m.clone();
+    // A named thread: the registry shows its name, which must not be copied per wait.
+    let waiter = thread::Builder::new()
+        .name("allocation-free waiter".into())
+        .spawn(move || {
+            // Each command comes while the main thread holds the lock: this lock waits.
+            while let Ok(last) = cmd_rx.recv() {
+                let before = alloc_count::this_thread();
+                *m2.lock() += 1;
+                done_tx.send(alloc_count::this_thread() - before).unwrap();
+                if last {
+                    break;
+                }
+            }
+        })
+        .unwrap();
+    // One round: hold the lock, let the waiter wait for it (listed, then given time to
+    // park), release; returns the waiter's allocations.
+    let round = |last: bool| {
+        let g = m.lock();
+        cmd_tx.send(last).unwrap();
+        let start = std::time::Instant::now();
+        while !current_waiters()
+            .iter()
+            .any(|w| w.lock == "allocation-free wait")
+        {
+            assert!(start.elapsed() < Duration::from_secs(60), "never listed");
+            thread::sleep(Duration::from_millis(1));
+        }
+        thread::sleep(Duration::from_millis(5));
+        drop(g);
+        done_rx.recv().unwrap()
+    };
+    // Warm up until the waiter has parked once: its first park makes its parker, its first
+    // wait its registry slot.
+    let mut warm_ups = 0;
+    while m.report().counters.parks == 0 {
+        round(false);
+        warm_ups += 1;
+        assert!(warm_ups < 1000, "the waiter never parked");
+    }
+    assert_eq!(round(true), 0, "the wait path allocated");
+    waiter.join().unwrap();
+    let r = m.report();
+    assert_eq!(*m.lock(), warm_ups + 1);
+    assert_eq!(
+        r.waited,
+        warm_ups + 1,
+        "every one of the waiter's locks waited"
+    );
+}

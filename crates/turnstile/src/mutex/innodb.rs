@@ -93,6 +93,7 @@ impl OsEvent {
 
 /// One waiting thread in the sync array (`sync_cell_t`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SyncCell {
     /// Address of the mutex waited for.
     pub mutex: usize,
@@ -145,6 +146,7 @@ pub fn long_waits(threshold: Duration) -> Vec<SyncCell> {
 
 /// Counters of one mutex, as InnoDB keeps them.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct InnodbMutexStats {
     /// Lock requests.
     pub requests: u64,

@@ -12,8 +12,8 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex as StdMutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,7 @@ impl LockStats for LockCounters {
 
 /// A copy of [`LockCounters`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LockCountersSnapshot {
     /// Spin iterations before acquiring or parking.
     pub spins: u64,
@@ -119,6 +120,7 @@ pub fn thread_number() -> u64 {
 
 /// A thread waiting for an instrumented lock, as the registry shows it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct WaiterInfo {
     /// The lock's name.
     pub lock: &'static str,
@@ -154,23 +156,131 @@ impl fmt::Display for WaiterInfo {
     }
 }
 
-struct Registry {
-    next: u64,
-    waiters: Vec<(u64, WaiterInfo)>,
-}
+/// The waiter registry: one slot per thread that has ever waited for an [`Instrumented`]
+/// lock, made on its first wait and removed when it exits. A wait fills the thread's own slot
+/// and empties it after (its slot's mutex, which only a lister can contend: O(1), no shared
+/// cache line, no allocation); only a thread's first wait and its exit touch a shard's list, and
+/// only [`current_waiters`] reads them all. The thread's name is resolved when listing, from the
+/// `Thread` handle the slot keeps. (InnoDB's sync array, one global mutex taken twice per wait
+/// and scanned, is the bottleneck seed 002 blames; this is the opposite shape.)
+mod registry {
+    use std::panic::Location;
+    use std::sync::{Arc, Mutex, MutexGuard};
+    use std::thread::Thread;
+    use std::time::Instant;
 
-static REGISTRY: StdMutex<Registry> = StdMutex::new(Registry {
-    next: 0,
-    waiters: Vec::new(),
-});
+    /// One wait, as a slot holds it (all `Copy`: filling a slot allocates nothing).
+    #[derive(Clone, Copy)]
+    pub(super) struct Wait {
+        pub(super) lock: &'static str,
+        pub(super) lock_addr: usize,
+        pub(super) location: &'static Location<'static>,
+        pub(super) since: Instant,
+        pub(super) holder: Option<(u64, &'static Location<'static>)>,
+    }
 
-fn registry() -> std::sync::MutexGuard<'static, Registry> {
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+    /// A thread's slot, on a cache line of its own (threads fill theirs concurrently).
+    #[repr(align(64))]
+    pub(super) struct Slot {
+        pub(super) thread: Thread,
+        pub(super) number: u64,
+        pub(super) wait: Mutex<Option<Wait>>,
+    }
+
+    /// Shards of the slot list: a thread's first wait and its exit lock one, chosen by its
+    /// thread number; 16 keeps a burst of new threads from queueing on one mutex and costs a
+    /// lister 16 lock round-trips.
+    const SHARDS: usize = 16;
+
+    #[allow(clippy::declare_interior_mutable_const)]
+    const EMPTY: Mutex<Vec<Arc<Slot>>> = Mutex::new(Vec::new());
+    static SHARDS_: [Mutex<Vec<Arc<Slot>>>; SHARDS] = [EMPTY; SHARDS];
+
+    /// Locks ignoring poisoning: no code panics while holding these mutexes with data
+    /// half-changed.
+    pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn shard(number: u64) -> &'static Mutex<Vec<Arc<Slot>>> {
+        &SHARDS_[number as usize % SHARDS]
+    }
+
+    /// A slot linked into its shard, unlinked on drop.
+    pub(super) struct Registered(pub(super) Arc<Slot>);
+
+    impl Registered {
+        fn new() -> Self {
+            let slot = Arc::new(Slot {
+                thread: std::thread::current(),
+                number: super::thread_number(),
+                wait: Mutex::new(None),
+            });
+            lock(shard(slot.number)).push(slot.clone());
+            Registered(slot)
+        }
+    }
+
+    impl Drop for Registered {
+        fn drop(&mut self) {
+            let mut v = lock(shard(self.0.number));
+            if let Some(i) = v.iter().position(|s| Arc::ptr_eq(s, &self.0)) {
+                v.swap_remove(i);
+            }
+        }
+    }
+
+    /// Runs `f` with this thread's slot (a temporary one if thread-local storage is already
+    /// gone, in a destructor at thread exit).
+    pub(super) fn with_slot<R>(f: impl FnOnce(&Slot) -> R) -> R {
+        thread_local!(static MINE: Registered = Registered::new());
+        match MINE.try_with(|r| r.0.clone()) {
+            Ok(slot) => f(&slot),
+            Err(_) => f(&Registered::new().0),
+        }
+    }
+
+    /// Every slot's thread and current wait, if any.
+    pub(super) fn each(mut f: impl FnMut(&Slot, Wait)) {
+        for shard in &SHARDS_ {
+            for slot in lock(shard).iter() {
+                if let Some(w) = *lock(&slot.wait) {
+                    f(slot, w);
+                }
+            }
+        }
+    }
+
+    /// How many slots exist for the threads numbered in `numbers` (tests: exited threads
+    /// leave none).
+    #[cfg(test)]
+    pub(super) fn slots_of(numbers: &[u64]) -> usize {
+        SHARDS_
+            .iter()
+            .map(|s| {
+                lock(s)
+                    .iter()
+                    .filter(|x| numbers.contains(&x.number))
+                    .count()
+            })
+            .sum()
+    }
 }
 
 /// Every thread waiting for an [`Instrumented`] lock now, oldest first.
 pub fn current_waiters() -> Vec<WaiterInfo> {
-    let mut v: Vec<WaiterInfo> = registry().waiters.iter().map(|(_, w)| w.clone()).collect();
+    let mut v = Vec::new();
+    registry::each(|slot, w| {
+        v.push(WaiterInfo {
+            lock: w.lock,
+            lock_addr: w.lock_addr,
+            thread: slot.number,
+            thread_name: slot.thread.name().map(str::to_string),
+            location: w.location,
+            since: w.since,
+            holder: w.holder,
+        })
+    });
     v.sort_by_key(|w| w.since);
     v
 }
@@ -195,6 +305,7 @@ unsafe impl<T: ?Sized + Send> Send for Instrumented<T> {}
 
 /// What an [`Instrumented`] lock has seen.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LockReport {
     /// The lock's name.
     pub name: &'static str,
@@ -226,7 +337,48 @@ impl<T> Instrumented<T> {
     }
 }
 
+impl<T> Instrumented<T> {
+    /// The value, consuming the mutex (no lock needed: nobody else can hold it).
+    pub fn into_inner(self) -> T {
+        self.data.into_inner()
+    }
+}
+
+impl<T: Default> Default for Instrumented<T> {
+    /// An unlocked mutex holding `T::default()`, named after the type `T`.
+    fn default() -> Self {
+        Instrumented::new(std::any::type_name::<T>(), T::default())
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for Instrumented<T> {
+    /// The name and whether it is locked now; never blocks, never reads the data.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Instrumented")
+            .field("name", &self.name)
+            .field("locked", &self.raw.is_locked())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T: ?Sized> Instrumented<T> {
+    /// The value, through `&mut self` (no lock needed: the borrow proves exclusive access).
+    pub fn get_mut(&mut self) -> &mut T {
+        self.data.get_mut()
+    }
+
+    /// Locks if the lock is free now, recording the caller as the holder; never waits (and
+    /// so never counts as a wait).
+    #[track_caller]
+    pub fn try_lock(&self) -> Option<InstrumentedGuard<'_, T>> {
+        let at = Location::caller();
+        if self.raw.try_lock() {
+            Some(self.acquired(at))
+        } else {
+            None
+        }
+    }
+
     /// Locks, recording the caller as the holder.
     #[track_caller]
     pub fn lock(&self) -> InstrumentedGuard<'_, T> {
@@ -254,30 +406,23 @@ impl<T: ?Sized> Instrumented<T> {
         let holder = self.holder.load(Ordering::Relaxed);
         // SAFETY: null or a pointer stored from a `&'static Location`.
         let holder_at = unsafe { self.holder_at.load(Ordering::Relaxed).as_ref() };
-        let key = {
-            let mut r = registry();
-            r.next += 1;
-            let key = r.next;
-            r.waiters.push((
-                key,
-                WaiterInfo {
-                    lock: self.name,
-                    lock_addr: self as *const Self as *const () as usize,
-                    thread: thread_number(),
-                    thread_name: std::thread::current().name().map(str::to_string),
-                    location: at,
-                    since,
-                    holder: if holder == 0 {
-                        None
-                    } else {
-                        holder_at.map(|a| (holder, a))
-                    },
-                },
-            ));
-            key
+        let wait = registry::Wait {
+            lock: self.name,
+            lock_addr: self as *const Self as *const () as usize,
+            location: at,
+            since,
+            holder: if holder == 0 {
+                None
+            } else {
+                holder_at.map(|a| (holder, a))
+            },
         };
-        let got = self.raw.lock_until(deadline);
-        registry().waiters.retain(|(k, _)| *k != key);
+        let got = registry::with_slot(|slot| {
+            *registry::lock(&slot.wait) = Some(wait);
+            let got = self.raw.lock_until(deadline);
+            *registry::lock(&slot.wait) = None;
+            got
+        });
         if got {
             // Holding the lock: this thread is the histogram's only writer right now.
             self.waits.record(since.elapsed().as_nanos() as u64);
@@ -356,8 +501,19 @@ impl<T: ?Sized> Drop for InstrumentedGuard<'_, T> {
     }
 }
 
-/// Settings of a [`Watchdog`].
-#[derive(Debug, Clone, Copy)]
+/// Settings of a [`Watchdog`]: build with [`WatchdogConfig::new`] or `Default` (InnoDB's
+/// 240 s warning threshold, looked for every second), then adjust.
+///
+/// ```
+/// use std::time::Duration;
+/// use turnstile::mutex::WatchdogConfig;
+///
+/// let c = WatchdogConfig::new(Duration::from_secs(30), Duration::from_secs(5)).abort(true);
+/// assert_eq!((c.threshold, c.interval, c.abort), (Duration::from_secs(30), Duration::from_secs(5), true));
+/// assert_eq!(WatchdogConfig::default().threshold, Duration::from_secs(240));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WatchdogConfig {
     /// Report waits longer than this (InnoDB warns at 240 s).
     pub threshold: Duration,
@@ -368,11 +524,42 @@ pub struct WatchdogConfig {
     pub abort: bool,
 }
 
+impl WatchdogConfig {
+    /// Report waits longer than `threshold`, looking every `interval`; no abort.
+    pub const fn new(threshold: Duration, interval: Duration) -> Self {
+        WatchdogConfig {
+            threshold,
+            interval,
+            abort: false,
+        }
+    }
+
+    /// Whether to abort the process after reporting.
+    pub const fn abort(mut self, abort: bool) -> Self {
+        self.abort = abort;
+        self
+    }
+}
+
+impl Default for WatchdogConfig {
+    /// InnoDB's: warn about waits past 240 s (`sync_array_print_long_waits`), looking every
+    /// second (its error monitor thread's period); no abort.
+    fn default() -> Self {
+        WatchdogConfig::new(Duration::from_secs(240), Duration::from_secs(1))
+    }
+}
+
 /// A background thread that reports waits on [`Instrumented`] locks longer than a threshold.
-/// Stops when dropped.
+/// Stops when dropped: the drop wakes it at once, whatever the interval.
 pub struct Watchdog {
-    stop: Arc<AtomicBool>,
+    stop: Arc<(StdMutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Watchdog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watchdog").finish_non_exhaustive()
+    }
 }
 
 impl Watchdog {
@@ -381,26 +568,33 @@ impl Watchdog {
         config: WatchdogConfig,
         report: impl Fn(&[WaiterInfo]) + Send + 'static,
     ) -> Watchdog {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new((StdMutex::new(false), Condvar::new()));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("turnstile-watchdog".into())
-            .spawn(move || {
-                while !stop2.load(Ordering::Relaxed) {
-                    std::thread::sleep(config.interval);
-                    let long: Vec<WaiterInfo> = current_waiters()
-                        .into_iter()
-                        .filter(|w| w.since.elapsed() > config.threshold)
-                        .collect();
-                    if !long.is_empty() {
-                        report(&long);
-                        if config.abort {
-                            eprintln!("turnstile watchdog: aborting after long lock waits:");
-                            for w in &long {
-                                eprintln!("  {w}");
-                            }
-                            std::process::abort();
+            .spawn(move || loop {
+                // Sleep one interval, or until the drop says stop.
+                let (m, cv) = &*stop2;
+                let g = m.lock().unwrap_or_else(|e| e.into_inner());
+                let (g, _) = cv
+                    .wait_timeout_while(g, config.interval, |stop| !*stop)
+                    .unwrap_or_else(|e| e.into_inner());
+                if *g {
+                    return;
+                }
+                drop(g);
+                let long: Vec<WaiterInfo> = current_waiters()
+                    .into_iter()
+                    .filter(|w| w.since.elapsed() > config.threshold)
+                    .collect();
+                if !long.is_empty() {
+                    report(&long);
+                    if config.abort {
+                        eprintln!("turnstile watchdog: aborting after long lock waits:");
+                        for w in &long {
+                            eprintln!("  {w}");
                         }
+                        std::process::abort();
                     }
                 }
             })
@@ -414,7 +608,9 @@ impl Watchdog {
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        let (m, cv) = &*self.stop;
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -424,6 +620,7 @@ impl Drop for Watchdog {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
 
     #[test]
@@ -466,6 +663,175 @@ mod tests {
         assert!(!current_waiters().iter().any(|w| w.lock == "listed"));
         let r = m.report();
         assert_eq!((r.acquisitions, r.waited, r.wait.count()), (2, 1, 1));
+    }
+
+    /// Waits until `n` threads are listed waiting for the lock named `name`, and returns them.
+    fn listed(name: &str, n: usize) -> Vec<WaiterInfo> {
+        let start = Instant::now();
+        loop {
+            let v: Vec<_> = current_waiters()
+                .into_iter()
+                .filter(|w| w.lock == name)
+                .collect();
+            if v.len() >= n {
+                return v;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "never listed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn many_threads_waiting_on_one_lock_are_each_listed_once_by_name_oldest_first() {
+        let m = Arc::new(Instrumented::new("crowded", ()));
+        let g = m.lock();
+        let before = Instant::now();
+        let ts: Vec<_> = (0..24)
+            .map(|i| {
+                let m = m.clone();
+                std::thread::Builder::new()
+                    .name(format!("crowd-{i}"))
+                    .spawn(move || {
+                        drop(m.lock());
+                        thread_number()
+                    })
+                    .unwrap()
+            })
+            .collect();
+        let v = listed("crowded", 24);
+        let mut threads: Vec<u64> = v.iter().map(|w| w.thread).collect();
+        threads.sort_unstable();
+        threads.dedup();
+        assert_eq!(threads.len(), 24, "each waiter listed once");
+        assert!(v.iter().all(|w| w.since >= before
+            && w.thread_name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("crowd-"))
+            && w.lock_addr == &*m as *const Instrumented<()> as usize));
+        assert!(
+            v.windows(2).all(|p| p[0].since <= p[1].since),
+            "oldest first"
+        );
+        drop(g);
+        let numbers: Vec<u64> = ts.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(!current_waiters().iter().any(|w| w.lock == "crowded"));
+        assert_eq!(
+            registry::slots_of(&numbers),
+            0,
+            "exited threads leave no slot behind"
+        );
+    }
+
+    #[test]
+    fn registration_from_many_contending_threads_stays_consistent_and_leaves_nothing() {
+        let locks: Arc<Vec<Instrumented<u64>>> = Arc::new(
+            ["contended-a", "contended-b"]
+                .into_iter()
+                .map(|n| Instrumented::new(n, 0))
+                .collect(),
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let lister = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let v: Vec<_> = current_waiters()
+                        .into_iter()
+                        .filter(|w| w.lock.starts_with("contended-"))
+                        .collect();
+                    let mut threads: Vec<u64> = v.iter().map(|w| w.thread).collect();
+                    threads.sort_unstable();
+                    threads.dedup();
+                    assert_eq!(
+                        threads.len(),
+                        v.len(),
+                        "a thread waits for one lock at a time"
+                    );
+                }
+            })
+        };
+        let rounds = 2_000u64;
+        let ts: Vec<_> = (0..16)
+            .map(|t| {
+                let locks = locks.clone();
+                std::thread::spawn(move || {
+                    for i in 0..rounds {
+                        *locks[(t + i as usize) % 2].lock() += 1;
+                    }
+                    thread_number()
+                })
+            })
+            .collect();
+        let numbers: Vec<u64> = ts.into_iter().map(|t| t.join().unwrap()).collect();
+        stop.store(true, Ordering::Relaxed);
+        lister.join().unwrap();
+        let total: u64 = locks.iter().map(|m| *m.lock()).sum();
+        assert_eq!(total, 16 * rounds);
+        let waited: u64 = locks.iter().map(|m| m.report().waited).sum();
+        let recorded: u64 = locks.iter().map(|m| m.report().wait.count()).sum();
+        assert_eq!(waited, recorded, "every wait recorded once");
+        assert!(!current_waiters()
+            .iter()
+            .any(|w| w.lock.starts_with("contended-")));
+        assert_eq!(registry::slots_of(&numbers), 0);
+    }
+
+    #[test]
+    fn dropping_a_watchdog_returns_without_waiting_out_its_interval() {
+        let dog = Watchdog::start(
+            WatchdogConfig {
+                threshold: Duration::from_secs(1),
+                interval: Duration::from_secs(60),
+                abort: false,
+            },
+            |_| {},
+        );
+        let start = Instant::now();
+        drop(dog);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the drop waited for the watchdog's 60 s interval"
+        );
+    }
+
+    #[test]
+    fn try_lock_takes_a_free_lock_and_fails_on_a_held_one_without_counting_a_wait() {
+        let m = Instrumented::new("tried", 5u32);
+        let g = m.try_lock().expect("free");
+        let line = line!() - 1;
+        assert_eq!(m.report().holder.unwrap().1.line(), line);
+        assert!(m.try_lock().is_none(), "held");
+        drop(g);
+        let r = m.report();
+        assert_eq!((r.acquisitions, r.waited), (1, 0));
+        assert_eq!(*m.try_lock().unwrap(), 5);
+    }
+
+    #[test]
+    fn get_mut_and_into_inner_reach_the_value_without_locking() {
+        let mut m = Instrumented::new("owned", vec![1]);
+        m.get_mut().push(2);
+        assert_eq!(m.report().acquisitions, 0);
+        assert_eq!(m.into_inner(), vec![1, 2]);
+    }
+
+    #[test]
+    fn debug_shows_the_name_and_whether_locked_without_blocking() {
+        let m = Instrumented::new("shown", 0u8);
+        assert_eq!(
+            format!("{m:?}"),
+            "Instrumented { name: \"shown\", locked: false, .. }"
+        );
+        let _g = m.lock();
+        // Formatting a held lock from its holder returns: it never locks.
+        assert!(format!("{m:?}").contains("locked: true"));
+    }
+
+    #[test]
+    fn a_default_instrumented_lock_holds_the_default_and_is_named_after_its_type() {
+        let m: Instrumented<Vec<u8>> = Instrumented::default();
+        assert!(m.lock().is_empty());
+        assert!(m.report().name.contains("Vec<u8>"));
     }
 
     #[test]

@@ -39,9 +39,9 @@ pub use instrument::{
     current_waiters, thread_number, Instrumented, InstrumentedGuard, LockCounters,
     LockCountersSnapshot, LockReport, WaiterInfo, Watchdog, WatchdogConfig,
 };
-pub use raw::{
-    LockStats, NoStats, RawTurnstileMutex, SPIN_LIMIT, STARVATION_THRESHOLD, WOKEN_SPIN_LIMIT,
-};
+// The lock's tuning constants (spin limits, starvation threshold) stay crate-private: they
+// are measurements, not promises (docs/BENCHMARKS.md, "The turnstile lock: design history").
+pub use raw::{LockStats, NoStats, RawTurnstileMutex};
 pub use spin::{SpinGlobalMutex, SpinPerMutex};
 
 /// A mutex on the turnstile lock: `turnstile::Mutex::new(value).lock()`.

@@ -57,18 +57,21 @@ pub(crate) enum Parked {
     TimedOut,
 }
 
-/// One thread's sleeping place: 0 while it waits, the unparker's token after.
+/// The word a parker sleeps on: a futex word, or under `--cfg loom` the model checker's
+/// version of one (same orderings, modelled sleep), so the model runs this very `Parker`.
 #[cfg(not(loom))]
+type Word = super::futex::FutexWord;
+#[cfg(loom)]
+type Word = super::futex::ModelFutexWord;
+
+/// One thread's sleeping place: 0 while it waits, the unparker's token after.
 pub(crate) struct Parker {
-    word: super::futex::FutexWord,
+    word: Word,
 }
 
-#[cfg(not(loom))]
 impl Parker {
     fn new() -> Self {
-        Parker {
-            word: super::futex::FutexWord::new(0),
-        }
+        Parker { word: Word::new(0) }
     }
     fn prepare(&self) {
         self.word.store(0);
@@ -101,44 +104,6 @@ impl Parker {
             };
             self.word.wait(0, timeout);
         }
-    }
-}
-
-/// Under loom: a modelled mutex and condition variable (loom has no futex and no clock, so
-/// deadlines are not modelled).
-#[cfg(loom)]
-pub(crate) struct Parker {
-    token: Mutex<u32>,
-    cv: crate::sync::Condvar,
-}
-
-#[cfg(loom)]
-impl Parker {
-    fn new() -> Self {
-        Parker {
-            token: Mutex::new(0),
-            cv: crate::sync::Condvar::new(),
-        }
-    }
-    fn prepare(&self) {
-        *lock(&self.token) = 0;
-    }
-    fn set(&self, token: u32) {
-        *lock(&self.token) = token;
-    }
-    fn token(&self) -> u32 {
-        *lock(&self.token)
-    }
-    fn wake(&self) {
-        let _g = lock(&self.token);
-        self.cv.notify_one();
-    }
-    fn wait(&self, _deadline: Option<Instant>) -> Option<u32> {
-        let mut g = lock(&self.token);
-        while *g == 0 {
-            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
-        Some(*g)
     }
 }
 

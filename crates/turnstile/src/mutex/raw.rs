@@ -1,114 +1,21 @@
 //! The turnstile lock: a 4-byte state word, one atomic instruction to lock and one to unlock
 //! when uncontended (`lock bts` and `lock xadd` on x86: neither reads the line first nor
-//! loops); waiters sleep in the [parking table](super::park), an unlock wakes at most one of
-//! them and none while a woken one is still on its way; the woken one claims the next release,
-//! so it is not beaten again by a holder that re-locks at once, and the unlock that grants it
-//! the lock wakes the next waiter, so the new holder never stops for that system call;
-//! spinning only while nobody is parked and for a bounded time; and a waiter that has waited
-//! more than 1 ms is handed the lock directly — at a bounded rate, so that
-//! fairness does not turn into a convoy.
+//! loops). Waiters sleep in the [parking table](super::park), each on a word of its own,
+//! never on the lock word (which changes too often for a futex wait on it to hold). An unlock
+//! wakes at most one waiter, and none while a woken one is still on its way; the woken one
+//! claims the next release, so that a holder re-locking at once cannot beat it again (the
+//! unlock locks on its behalf: a *grant*), and the unlock that grants wakes the next waiter,
+//! so the new holder never stops for that system call. Arriving threads spin, for a bounded
+//! time, only while nobody is parked; a waiter that has waited more than 1 ms is handed the
+//! lock directly, at a bounded rate, so that fairness does not turn into a convoy.
 //!
-//! # Why the waiters do not sleep on the lock word
+//! The state word's bits and transitions are documented on `RawTurnstileMutex::state`. The
+//! reasons behind each choice, with the measurements, are in `docs/BENCHMARKS.md`, section
+//! "The turnstile lock: design history".
 //!
-//! A futex-on-the-word lock (std's, glibc's, this lock's first version) makes a waiter's sleep
-//! conditional on the whole word staying put; with a 0 ns critical section the word changes
-//! every few nanoseconds, so most futex waits fail at once and the waiter goes round again,
-//! dragging the lock's cache line to its core (measured on the first version: ~70 % of waits
-//! returned `EAGAIN`, 27 ns of system time per loop at 16 threads, 2–17× parking_lot). Here a
-//! waiter queues under the lock's address and sleeps on its own word; the lock keeps only a
-//! `PARKED` bit, maintained under the bucket mutex.
+//! # Invariants
 //!
-//! # Why a woken waiter claims the next release
-//!
-//! A barging lock lets whoever comes first take a released lock, which is what makes it fast;
-//! but a holder that re-locks at once (any loop around a lock) is always first, so a woken
-//! waiter polling for it loses again and again: it sees the lock free only if its poll lands
-//! in the few nanoseconds between the holder's unlock and re-lock. Before the claim, a slept
-//! acquisition took 1.8–4.4 wake-ups at hold 1 µs (`bench mutex --variants innodb,turnstile
-//! --hold-ns 1000`, 2–1024 threads: no better than InnoDB's broadcast, 2.3–5.8). So the woken
-//! waiter, while it polls, sets `CLAIM`, and an unlock that releases a claimed lock locks it
-//! again at once on the claimer's behalf (`GRANT`) — a hand-off, but to a thread that is awake
-//! and polling, so it costs one cache-line transfer, not a wake-up latency with the lock idle
-//! (the hand-off to a *sleeping* waiter, below, is the expensive kind and is rate-limited).
-//! With the claim, 1.00–1.10 wake-ups per slept acquisition at hold 0 and 1000 ns, 2–128
-//! threads, and ns/loop against parking_lot within the run-to-run noise of the version without
-//! (0.72–1.10× with, 0.68–1.36× without, same session).
-//!
-//! # Why the thread that grants wakes the next waiter
-//!
-//! Waking a sleeping thread is expensive for the *waker*: on the 2-core development VM a
-//! `FUTEX_WAKE` of a thread asleep on another core took 9.8 µs median (p10 8.2, p90 40 µs;
-//! a two-thread ping, 2000 wake-ups), most of it the inter-processor interrupt. Before this
-//! change the wake-up was sent by an unlock that found `PARKED` without `WOKEN`, that is, by
-//! the holder, right after releasing: with many threads looping on one lock, every change of
-//! holder cost the lock ~10 µs with its only runnable user inside a system call. Now:
-//!
-//! - the unlock that grants the lock to a claiming woken waiter keeps `WOKEN` set when others
-//!   are parked, and wakes the oldest of them itself after the grant (the *successor step*):
-//!   the granter has just given the lock away, so its system call stalls nobody, and the new
-//!   holder's unlocks see `WOKEN` and stay on the fast path;
-//! - a woken waiter that finds the lock free while others are parked claims it instead of
-//!   taking it, and takes it only if it is still free and claimed after a short pause: at a
-//!   0 ns critical section the lock is free for a good part of each loop, so half the woken
-//!   waiters used to take it free, clear `WOKEN`, and make their own first unlock, a few
-//!   nanoseconds later, pay the next wake-up. Claiming lets the looping holder's next unlock
-//!   grant it instead.
-//!
-//! Measured with a diagnostic loop (1024 threads, 1 lock, 0 ns held, 10 × 200 ms windows):
-//! wake-ups per thousand loops fell from 0.2–1.0 (all sent by holders) to 0.01–0.03, and
-//! ns/loop from 6.5–9.5 to 6.1–6.7, where one thread alone runs 5.5–6.8.
-//!
-//! The early successor wake-up is wasted when critical sections outlast a woken waiter's
-//! poll (`WOKEN_SPIN_LIMIT`): the successor polls, gives up and parks again, and is woken again
-//! by the unlock. So a woken waiter that gives up sets `LONG`, a hint with no role in
-//! correctness; while it is set, a grant drops `WOKEN` instead (the next unlock wakes, as
-//! before), and the next woken waiter to win the lock clears it. At a 100 µs hold (`bench
-//! mutex --variants turnstile --mutexes 1 --hold-ns 100000 --threads 8,64,512`), without the
-//! hint, wake-ups per slept acquisition were 1.62–2.10 against 1.31–1.46 before the change;
-//! with it, 1.58–1.94 against 1.37–1.87 in three runs alternated with the old build.
-//!
-//! # The state word
-//!
-//! | bit | name | meaning |
-//! |---|---|---|
-//! | 0 | `LOCKED` | someone owns the lock (or it was granted to a claimer that has not yet taken it) |
-//! | 1 | `PARKED` | the lock's bucket may hold parked waiters (set by a parker, cleared by whoever removes the last one; both under the bucket mutex) |
-//! | 2 | `WOKEN` | a woken waiter is on its way (polling), or a granter is about to wake one: unlocks need not wake anyone |
-//! | 3 | `CLAIM` | a woken waiter asks the next unlock to lock on its behalf instead of releasing |
-//! | 4 | `GRANT` | an unlock did so: the lock (`LOCKED`) belongs to a woken waiter, which clears `GRANT` when it sees it |
-//! | 5 | `LONG` | hint: a woken waiter recently gave up polling (critical sections are long), so grants do not wake a successor early |
-//!
-//! Lock sets `LOCKED` (`fetch_or`, so it succeeds whatever the other bits say: a newcomer may
-//! barge in ahead of a woken waiter); unlock clears it (`fetch_sub`, exact because the owner
-//! knows the bit is set) and looks at what it cleared: `CLAIM` → grant; `PARKED` without
-//! `WOKEN` → wake one; otherwise nothing.
-//!
-//! Why a word and not a byte: x86 has no 8-bit `bts`, so a byte's `fetch_or` compiles to a
-//! load and a `cmpxchg` loop — two coherence transactions per attempt under contention (the
-//! load brings the line shared, the `cmpxchg` must upgrade it), and a retry whenever another
-//! core slips in between. On the 2-core development machine (`bench mutex --mutexes 1
-//! --hold-ns 0 --repeat 5`, two runs each, against parking_lot in the same run) the byte lock
-//! ran 1.15–1.2× parking_lot at 2 threads and 1.0–1.5× at 128–1024; the word lock 0.95–1.05×
-//! at 2 threads and 0.7–1.25× at 128–1024 (the noise there). A `compare_exchange(0, LOCKED)`
-//! fast path on the byte was worse still at 128 threads and up (1.3–1.65×): with waiters
-//! parked the state is rarely 0, so every acquisition paid a failed CAS first.
-//!
-//! Who moves between the states (`PARKED` and `LONG` may accompany any of them; `GRANT` always
-//! comes with `LOCKED`, and `CLAIM` with a woken waiter polling):
-//!
-//! | state | reached by | left by |
-//! |---|---|---|
-//! | `0` | unlock with nobody parked and nobody woken | lock (`+LOCKED`) |
-//! | `LOCKED` | lock, or the last woken waiter acquiring | unlock (`−LOCKED`); a parker (`+PARKED`) |
-//! | `LOCKED + PARKED` | a thread parking while the lock is held | unlock: `−LOCKED`, then (the *wake step*, under the bucket mutex) unpark the oldest waiter and `+WOKEN` (`−PARKED` if it was the last); or, if that waiter has waited past 1 ms and the bucket's hand-off interval has passed, take the lock back if it is still free (`+LOCKED`) and give it to that waiter |
-//! | `PARKED` | unlock, until its wake step | the wake step (`+WOKEN` or `+LOCKED`); a newcomer barging in (`+LOCKED`: its own unlock then runs a wake step too) |
-//! | `WOKEN` | the wake step | the woken waiter acquiring (`+LOCKED −WOKEN −LONG`) or, if others are parked, claiming (`+CLAIM`); a newcomer barging in (`+LOCKED`) |
-//! | `LOCKED + WOKEN` | a newcomer barged in ahead of the woken waiter; a grant taken, with a successor being woken | the woken waiter claiming (`+CLAIM`), parking again (`−WOKEN +PARKED +LONG`, at the front of the queue) or timing out (`−WOKEN`); the successor step dropping the duty (`−WOKEN`) if nobody is left to wake or the waiter it unparks is handed the lock; unlock only clears `LOCKED` |
-//! | `LOCKED + WOKEN + CLAIM` | the woken waiter claiming | unlock: `−LOCKED`, then the *grant* (`+LOCKED +GRANT −CLAIM`, and `−WOKEN` unless waiters are parked and `LONG` is clear, in which case the granter then runs the *successor step*, a wake step that unparks the oldest waiter to carry `WOKEN`, or clears `WOKEN` if none is left or it hands that waiter the lock); the claimer parking again or timing out (`−WOKEN −CLAIM`) |
-//! | `WOKEN + CLAIM` | unlock, until its grant; a woken waiter claiming a free lock | the grant; the claimer acquiring (`+LOCKED −WOKEN −CLAIM −LONG`); a newcomer barging in (`+LOCKED`: its own unlock then grants) |
-//! | `LOCKED + GRANT` (± `WOKEN`) | the grant | the claimer taking it (`−GRANT −LONG`); meanwhile another woken waiter may claim (`+CLAIM`) |
-//!
-//! Invariants: a thread parks only if its validate step, under the bucket mutex, still sees
+//! A thread parks only if its validate step, under the bucket mutex, still sees
 //! `LOCKED` (and, for a woken waiter, no `GRANT`), so the unlock that follows sees `PARKED`.
 //! `PARKED` without `LOCKED` or `WOKEN` lasts only until the wake step of the unlock that
 //! produced it. `WOKEN` is a *duty* to make progress for the parked waiters, and someone always
@@ -119,9 +26,8 @@
 //! the bucket mutex) or clears it (no waiter left, or the one unparked is handed the lock).
 //! So if `WOKEN` is set, a woken thread has not yet made its move or a granter has not yet
 //! finished its successor step, and an unlock that skipped waking because of `WOKEN` strands
-//! nobody. (Two unlocks can race to
-//! wake — the second finds `PARKED` before the first's wake step — and then two threads carry
-//! the duty: a wasted wake-up, never a lost one.) Only a woken waiter sets `CLAIM`, and every
+//! nobody. (Two unlocks can race to wake — the second finds `PARKED` before the first's wake
+//! step — and then two threads carry the duty: a wasted wake-up, never a lost one.) Only a woken waiter sets `CLAIM`, and every
 //! woken waiter clears `CLAIM` (whoever set it) in the same CAS as any move that ends its
 //! polling, made while `LOCKED` is set (parking, timing out) or that sets `LOCKED` (acquiring)
 //! — except taking a grant, which the grant itself paid for by clearing `CLAIM`. So a claim is
@@ -131,6 +37,7 @@
 //! waiter never parks or leaves while `GRANT` is set, nor while the lock is free). A
 //! starvation hand-off gives the lock to exactly the unparked thread, which returns owning it.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::park::{Parked, Table, TOKEN_HANDOFF, TOKEN_RETRY};
@@ -142,56 +49,31 @@ const CLAIM: u32 = 1 << 3;
 const GRANT: u32 = 1 << 4;
 const LONG: u32 = 1 << 5;
 
-/// How long an arriving thread may spin before it parks, while nobody is parked. A park and
-/// its wake-up cost two system calls and a bucket mutex each way (~1–2 µs each in the
-/// development VM, where a `sched_yield` alone measured 0.6 µs) plus a wake-up latency, so
-/// spinning pays for critical sections of up to a microsecond or two. Measured with
-/// `turnstile bench mutex` on the 2-core development machine: 2, 4 and 10 µs were within
-/// that machine's noise of each other (it drifts by ±30 % over minutes).
-pub const SPIN_LIMIT: Duration = Duration::from_micros(4);
+/// How long an arriving thread may spin before it parks, while nobody is parked: spinning pays
+/// for critical sections shorter than a park and wake-up (~1–2 µs each way); 2, 4 and 10 µs
+/// measured alike with `turnstile bench mutex`, see docs/BENCHMARKS.md (design history).
+pub(crate) const SPIN_LIMIT: Duration = Duration::from_micros(4);
 
-/// How long a woken thread (the one holding the `WOKEN` duty: one per lock at a time) polls,
-/// with its `CLAIM` on the next release, before parking again: a critical section shorter than
-/// this ends in a grant, a longer one costs another park and wake-up (the next unlock's system
-/// call and the waiter's wake-up latency). Every poll after the first few is a `sched_yield`
-/// (~0.6 µs here), which gives the core to another runnable thread, the holder among them.
-///
-/// Measured on the 2-core development machine. Before the claim, the poll had to be long to
-/// catch the lock free at all: 4 µs without yields left hold 0 at 1.1–1.9× parking_lot, 50 µs
-/// with yields 0.9–1.35×. With the claim, a shorter poll was tried, since at hold 0 with 128
-/// threads the pollers' yields cost 17 ns of system time per loop against parking_lot's 11:
-/// - in A/B rounds alternated in one session (`bench mutex --variants turnstile,parking_lot
-///   --mutexes 1,4 --hold-ns 0,1000 --threads 2,128,1024 --repeat 3`), hold 0, 1 mutex, 128
-///   and 1024 threads ran at 1.15–1.31× parking_lot with 50 µs, 1.03–1.37× with 20 µs and
-///   0.98–1.27× with 10 µs;
-/// - but the full sweep with 10 µs did not confirm it (hold 0, 1 mutex, 64–1024 threads at
-///   1.12–1.23×, against 1.01–1.25× in the sweep with 50 µs just before), and at hold 100 µs
-///   (`--variants innodb,turnstile --hold-ns 100000`) the wake-ups per acquisition that slept
-///   rose from 1.08–4.35 to 1.30–8.30.
-///
-/// So 50 µs stays.
-pub const WOKEN_SPIN_LIMIT: Duration = Duration::from_micros(50);
+/// How long a woken thread polls, with its claim on the next release, before parking again: a
+/// shorter critical section ends in a grant, a longer one in another park and wake-up; 10 and
+/// 20 µs lost in the full sweep and at hold 100 µs (`turnstile bench mutex --hold-ns 100000`),
+/// see docs/BENCHMARKS.md (design history).
+pub(crate) const WOKEN_SPIN_LIMIT: Duration = Duration::from_micros(50);
 
-/// Back-off cap while spinning: at most 2^3 PAUSEs between polls (a PAUSE measured 26 ns on
-/// the development machine's EPYC, so ~0.2 µs), then yields. Polling every PAUSE made a
-/// spinner steal the line from a holder with a 0 ns critical section at every poll (2 threads,
-/// 1 mutex: 1.4× parking_lot); a cap of 2^5 pauses was no better than 2^3.
+/// Back-off cap while spinning: at most 2^3 PAUSEs (~0.2 µs) between polls, then yields;
+/// polling every PAUSE stole the holder's line (1.4× parking_lot at 2 threads) and 2^5 was no
+/// better, measured with `turnstile bench mutex`, see docs/BENCHMARKS.md (design history).
 const MAX_PAUSES_LOG2: u32 = 3;
 
-/// A waiter that has waited this long is handed the lock: Go's `starvationThresholdNs`
-/// (1 ms), the bound the brief asks for. (Handing off only to a waiter that had already lost
-/// once after a wake-up — a first wake-up ends in a grant within one critical section anyway —
-/// was tried: no throughput change at hold 0, and more wake-ups per slept acquisition at hold
-/// 1 µs over 4 mutexes, 1.29–1.85 against 1.14–1.64, since more woken waiters polled in vain
-/// while their holder was preempted.)
-pub const STARVATION_THRESHOLD: Duration = Duration::from_millis(1);
+/// A waiter that has waited this long is handed the lock: Go's `starvationThresholdNs` (1 ms),
+/// see docs/BENCHMARKS.md (design history) for the variant tried and dropped.
+pub(crate) const STARVATION_THRESHOLD: Duration = Duration::from_millis(1);
 
-/// At most one hand-off per this interval per bucket of the parking table (other unlocks
-/// release normally): parking_lot's eventual-fairness period (0.5 ms on average). Without it,
-/// once every waiter is past 1 ms (any overload) each unlock would hand off and pay a wake-up
-/// latency with the lock idle: measured as an 8× slowdown at 256 threads, hold 1 µs.
+/// At most one hand-off per this interval per parking-table bucket: parking_lot's
+/// eventual-fairness period (0.5 ms on average); a hand-off at every unlock measured 8× slower
+/// at 256 threads, hold 1 µs (`turnstile bench mutex`, see docs/BENCHMARKS.md).
 #[cfg_attr(loom, allow(dead_code))]
-pub const FAIR_HANDOFF_INTERVAL: Duration = Duration::from_micros(500);
+pub(crate) const FAIR_HANDOFF_INTERVAL: Duration = Duration::from_micros(500);
 
 /// Buckets in the parking table: a power of two, a few times the number of locks expected to
 /// have sleepers at once (parking_lot sizes its table at 3 × threads; a fixed table keeps
@@ -250,30 +132,78 @@ pub(crate) trait StateWord {
     }
 }
 
-impl StateWord for std::sync::atomic::AtomicU32 {
-    #[inline]
-    fn load(&self) -> u32 {
-        self.load(std::sync::atomic::Ordering::Relaxed)
-    }
-    #[inline]
-    fn cas(&self, current: u32, new: u32) -> Result<u32, u32> {
-        use std::sync::atomic::Ordering::{AcqRel, Relaxed};
-        self.compare_exchange(current, new, AcqRel, Relaxed)
-    }
-    #[inline]
-    fn acquire(&self) -> bool {
-        self.fetch_or(LOCKED, std::sync::atomic::Ordering::Acquire) & LOCKED == 0
-    }
-    #[inline]
-    fn release(&self) -> u32 {
-        self.fetch_sub(LOCKED, std::sync::atomic::Ordering::Release)
-    }
+/// The memory orderings of the state word's operations, in one place for the shipped atomic and
+/// the model checker's (see [`impl_state_word`]): a plain load is only a hint (every decision is
+/// confirmed by a CAS), a successful CAS may acquire the lock (taking it, a grant, a hand-off's
+/// re-lock) or publish a critical section (a grant after the release), lock acquires and unlock
+/// releases. A failed CAS only returns a hint, like a load.
+const LOAD: Ordering = Ordering::Relaxed;
+const CAS_OK: Ordering = Ordering::AcqRel;
+const CAS_FAIL: Ordering = Ordering::Relaxed;
+const LOCK: Ordering = Ordering::Acquire;
+const UNLOCK: Ordering = Ordering::Release;
+
+/// Implements [`StateWord`] for an atomic type with `AtomicU32`'s methods: the shipped
+/// `std::sync::atomic::AtomicU32` and, under `--cfg loom`, loom's, with the same bodies and
+/// the same ordering constants, so the model checks exactly the orderings that ship.
+macro_rules! impl_state_word {
+    ($atomic:ty) => {
+        impl StateWord for $atomic {
+            #[inline]
+            fn load(&self) -> u32 {
+                <$atomic>::load(self, LOAD)
+            }
+            #[inline]
+            fn cas(&self, current: u32, new: u32) -> Result<u32, u32> {
+                self.compare_exchange(current, new, CAS_OK, CAS_FAIL)
+            }
+            #[inline]
+            fn acquire(&self) -> bool {
+                self.fetch_or(LOCKED, LOCK) & LOCKED == 0
+            }
+            #[inline]
+            fn release(&self) -> u32 {
+                self.fetch_sub(LOCKED, UNLOCK)
+            }
+        }
+    };
 }
+
+impl_state_word!(std::sync::atomic::AtomicU32);
+#[cfg(loom)]
+impl_state_word!(loom::sync::atomic::AtomicU32);
 
 /// The turnstile raw mutex. Use it through [`crate::mutex::Mutex`] (a `lock_api::Mutex`), or
 /// with a [`LockStats`] implementation for counters (see [`crate::mutex::Instrumented`]).
 #[derive(Debug)]
 pub struct RawTurnstileMutex<S: LockStats = NoStats> {
+    /// The state word.
+    ///
+    /// | bit | name | meaning |
+    /// |---|---|---|
+    /// | 0 | `LOCKED` | owned (or granted to a claimer that has not taken it yet) |
+    /// | 1 | `PARKED` | the bucket may hold waiters (changed only under the bucket mutex) |
+    /// | 2 | `WOKEN` | a woken waiter, or a granter about to wake one, is on its way: unlocks wake nobody |
+    /// | 3 | `CLAIM` | a woken waiter asks the next unlock to lock on its behalf |
+    /// | 4 | `GRANT` | an unlock did: `LOCKED` belongs to the woken waiter, which clears `GRANT` |
+    /// | 5 | `LONG` | hint: a woken waiter recently gave up polling, so grants wake no successor |
+    ///
+    /// Lock sets `LOCKED` (`fetch_or`: a newcomer may barge in ahead of a woken waiter);
+    /// unlock clears it (`fetch_sub`) and looks at what it cleared: `CLAIM` → grant; `PARKED`
+    /// without `WOKEN` → wake one; otherwise nothing. The states (`PARKED` and `LONG` may
+    /// accompany any; `+`/`−` set/clear bits):
+    ///
+    /// | state | reached by | left by |
+    /// |---|---|---|
+    /// | `0` | unlock, nobody parked or woken | lock |
+    /// | `LOCKED` | lock; the last woken waiter acquiring | unlock; a parker (`+PARKED`) |
+    /// | `LOCKED PARKED` | a parker | unlock, then its wake step: unpark the oldest (`+WOKEN`, `−PARKED` if last) or hand it the lock (`+LOCKED`) |
+    /// | `PARKED` | unlock, until its wake step | the wake step; a newcomer (`+LOCKED`) |
+    /// | `WOKEN` | the wake step | the woken waiter acquiring (`+LOCKED −WOKEN −LONG`) or claiming (`+CLAIM`); a newcomer |
+    /// | `LOCKED WOKEN` | a newcomer; a grant with a successor being woken | the woken waiter claiming, parking again (`−WOKEN +PARKED +LONG`) or timing out (`−WOKEN`); the successor step (`−WOKEN`) |
+    /// | `LOCKED WOKEN CLAIM` | the woken waiter claiming | unlock, then the grant (`+LOCKED +GRANT −CLAIM`, `−WOKEN` unless it wakes a successor); the claimer parking or timing out (`−WOKEN −CLAIM`) |
+    /// | `WOKEN CLAIM` | unlock, until its grant; claiming a free lock | the grant; the claimer acquiring; a newcomer |
+    /// | `LOCKED GRANT` (± `WOKEN`) | the grant | the claimer taking it (`−GRANT −LONG`) |
     state: std::sync::atomic::AtomicU32,
     stats: S,
 }
@@ -436,112 +366,186 @@ impl Spin {
     }
 }
 
-/// The slow path of lock: spin briefly while nobody is parked, then park; after a wake-up,
-/// poll with the woken duty and a claim on the next release.
+/// The slow path of lock, in phases: an arriving thread spins while nobody is parked
+/// ([`Acquisition::arrive`]), then parks ([`Acquisition::park`]); a thread woken with the
+/// `WOKEN` duty polls with a claim on the next release ([`Acquisition::poll_woken`]), taking
+/// the lock, a grant, or parking again. A hand-off arrives as a token of the park itself.
 pub(crate) fn lock_slow<B: StateWord, S: LockStats>(
     state: &B,
     table: &Table,
     stats: &S,
     deadline: Option<Instant>,
 ) -> bool {
-    let key = state.key();
-    let mut spin = Spin::new(SPIN_LIMIT, 0);
-    let mut spun = 0u32;
-    // This thread was woken by an unlock that set WOKEN for it; it must clear WOKEN (and any
-    // CLAIM) by its next move: acquire, park again, or time out.
-    let mut woken = false;
-    let mut slept = false;
-    let mut wait_start = None;
-    let mut s = state.load();
+    let mut a = Acquisition {
+        state,
+        stats,
+        deadline,
+        spin: Spin::new(SPIN_LIMIT, 0),
+        spun: 0,
+        woken: false,
+        slept: false,
+        since: None,
+    };
     loop {
-        if s & LOCKED == 0 {
-            if woken && s & (PARKED | CLAIM) == PARKED {
-                // Free, but others are parked: claim it rather than take it, so that if the
-                // holder that just released re-locks (a loop), its next unlock grants us the
-                // lock and wakes the next waiter itself. Take it below only if it is still
-                // free and claimed after a pause (the longest back-off step, ~0.2 µs: a
-                // looping holder re-locks within nanoseconds).
-                match state.cas(s, s | CLAIM) {
-                    Ok(_) => {
-                        #[cfg(loom)]
-                        crate::sync::yield_now();
-                        #[cfg(not(loom))]
-                        for _ in 0..1u32 << MAX_PAUSES_LOG2 {
-                            std::hint::spin_loop();
-                        }
-                        s = state.load();
-                    }
+        let next = if a.woken { a.poll_woken() } else { a.arrive() };
+        match next {
+            Next::Acquired => return a.finish(true),
+            Next::GaveUp => return a.finish(false),
+            Next::Park => {}
+        }
+        match a.park(table) {
+            // The lock came free or was granted; any duty is still ours: poll again.
+            Parked::Invalid => {}
+            Parked::TimedOut => return a.finish(false),
+            Parked::Unparked(TOKEN_HANDOFF) => return a.finish(true),
+            Parked::Unparked(_) => {
+                // Woken with the duty (the unlock set `WOKEN` for us): it is cleared by our
+                // next move on the lock, whichever it is.
+                a.woken = true;
+                a.spun += a.spin.steps;
+                a.spin = Spin::new(WOKEN_SPIN_LIMIT, 1);
+            }
+        }
+    }
+}
+
+/// How a polling phase of [`lock_slow`] ended.
+enum Next {
+    /// This thread owns the lock.
+    Acquired,
+    /// The deadline passed; this thread holds no duty and no claim.
+    GaveUp,
+    /// The lock is held and polling is over: park.
+    Park,
+}
+
+/// One acquisition on the slow path: what its phases share.
+struct Acquisition<'a, B, S> {
+    state: &'a B,
+    stats: &'a S,
+    deadline: Option<Instant>,
+    /// The current phase's spin budget.
+    spin: Spin,
+    /// Spin steps of earlier phases.
+    spun: u32,
+    /// This thread was woken by an unlock that set `WOKEN` for it: it must clear `WOKEN`
+    /// (and any `CLAIM`) by its next move: acquire, park again, or time out.
+    woken: bool,
+    /// This thread has slept at least once.
+    slept: bool,
+    /// When it first parked (the starvation clock does not restart when it parks again).
+    since: Option<Instant>,
+}
+
+impl<B: StateWord, S: LockStats> Acquisition<'_, B, S> {
+    /// Reports the acquisition's spins (and, if it got the lock after sleeping, that) and
+    /// returns `got`.
+    fn finish(&self, got: bool) -> bool {
+        report_spins(self.stats, self.spun + self.spin.steps);
+        if got && self.slept {
+            self.stats.slept_acquire();
+        }
+        got
+    }
+
+    fn expired(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// An arriving thread: take the lock if free, spin (bounded) while nobody is parked.
+    fn arrive(&mut self) -> Next {
+        let mut s = self.state.load();
+        loop {
+            if s & LOCKED == 0 {
+                match self.state.cas(s, s | LOCKED) {
+                    Ok(_) => return Next::Acquired,
+                    Err(x) => s = x,
+                }
+            } else if s & PARKED == 0 && self.spin.step() {
+                s = self.state.load();
+            } else if self.expired() {
+                return Next::GaveUp;
+            } else {
+                return Next::Park;
+            }
+        }
+    }
+
+    /// A woken thread, carrying the duty: claim the next release and poll (bounded) for the
+    /// lock or a grant; past the deadline, give the duty and the claim back.
+    fn poll_woken(&mut self) -> Next {
+        let mut s = self.state.load();
+        loop {
+            if s & LOCKED == 0 {
+                s = match self.take_free(s) {
+                    Ok(true) => return Next::Acquired,
+                    Ok(false) => self.state.load(),
+                    Err(x) => x,
+                };
+                continue;
+            }
+            if s & GRANT != 0 {
+                // An unlock found our claim and locked on our behalf: the lock is ours.
+                match self.state.cas(s, s & !(GRANT | LONG)) {
+                    Ok(_) => return Next::Acquired,
                     Err(x) => s = x,
                 }
                 continue;
             }
-            let new = if woken {
-                (s | LOCKED) & !(WOKEN | CLAIM | LONG)
-            } else {
-                s | LOCKED
-            };
-            match state.cas(s, new) {
-                Ok(_) => {
-                    report_spins(stats, spun + spin.steps);
-                    if slept {
-                        stats.slept_acquire();
+            if s & CLAIM == 0 {
+                // Held: ask its holder's unlock to lock on our behalf rather than release.
+                match self.state.cas(s, s | CLAIM) {
+                    Ok(_) => s |= CLAIM,
+                    Err(x) => {
+                        s = x;
+                        continue;
                     }
-                    return true;
                 }
-                Err(x) => {
-                    s = x;
-                    continue;
+            }
+            if self.spin.step() {
+                s = self.state.load();
+            } else if !self.expired() {
+                return Next::Park;
+            } else {
+                // Give the duty and the claim back, in the one CAS that also shows whether the
+                // lock was granted to us meanwhile (then we own it: take it above). The
+                // holder's unlock will see WOKEN clear and wake someone.
+                match self.state.cas(s, s & !(WOKEN | CLAIM)) {
+                    Ok(_) => return Next::GaveUp,
+                    Err(x) => s = x,
                 }
             }
         }
-        if woken && s & GRANT != 0 {
-            // An unlock found our claim and locked on our behalf: the lock is ours.
-            match state.cas(s, s & !(GRANT | LONG)) {
-                Ok(_) => {
-                    report_spins(stats, spun + spin.steps);
-                    stats.slept_acquire();
-                    return true;
-                }
-                Err(x) => {
-                    s = x;
-                    continue;
-                }
+    }
+
+    /// A woken thread finds the lock free in state `s`. If others are parked and nobody has
+    /// claimed it, it claims it rather than take it, so that if the holder that just released
+    /// re-locks (a loop), its next unlock grants us the lock and wakes the next waiter itself;
+    /// it takes it only if it is still free and claimed after a pause (the longest back-off
+    /// step, ~0.2 µs: a looping holder re-locks within nanoseconds). Otherwise it takes it,
+    /// ending the duty and the claim, and the `LONG` hint (we waited only as long as a short
+    /// critical section). `Ok(true)`: taken; `Ok(false)`: claimed; `Err`: the state changed.
+    fn take_free(&self, s: u32) -> Result<bool, u32> {
+        if s & (PARKED | CLAIM) == PARKED {
+            self.state.cas(s, s | CLAIM)?;
+            #[cfg(loom)]
+            crate::sync::yield_now();
+            #[cfg(not(loom))]
+            for _ in 0..1u32 << MAX_PAUSES_LOG2 {
+                std::hint::spin_loop();
             }
+            return Ok(false);
         }
-        if woken && s & CLAIM == 0 {
-            // Held: ask its holder's unlock to lock on our behalf rather than release.
-            match state.cas(s, s | CLAIM) {
-                Ok(_) => s |= CLAIM,
-                Err(x) => {
-                    s = x;
-                    continue;
-                }
-            }
-        }
-        if (s & PARKED == 0 || woken) && spin.step() {
-            s = state.load();
-            continue;
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            if !woken {
-                report_spins(stats, spun + spin.steps);
-                return false;
-            }
-            // Give the duty and the claim back, in the one CAS that also shows whether the
-            // lock was granted to us meanwhile (then we own it: take it above). The holder's
-            // unlock will see WOKEN clear and wake someone.
-            match state.cas(s, s & !(WOKEN | CLAIM)) {
-                Ok(_) => {
-                    report_spins(stats, spun + spin.steps);
-                    return false;
-                }
-                Err(x) => {
-                    s = x;
-                    continue;
-                }
-            }
-        }
-        let had_duty = woken;
+        self.state.cas(s, (s | LOCKED) & !(WOKEN | CLAIM | LONG))?;
+        Ok(true)
+    }
+
+    /// Parks, if the lock is still held (and, for a woken thread, not granted to it), giving
+    /// up any duty and claim in the same CAS that sets `PARKED` (and `LONG`: a woken thread
+    /// that parks again waited out a long critical section).
+    fn park(&mut self, table: &Table) -> Parked {
+        let state = self.state;
+        let had_duty = self.woken;
         let validate = || {
             // Under the bucket mutex: park only while the lock is held (and not granted to a
             // claimer, if we may be that claimer), and say so.
@@ -565,29 +569,23 @@ pub(crate) fn lock_slow<B: StateWord, S: LockStats>(
                 clear(state, PARKED);
             }
         };
-        let since = *wait_start.get_or_insert_with(Instant::now);
-        match table.park(key, since, had_duty, validate, timed_out, deadline) {
-            Parked::Invalid => {} // the lock came free or was granted; any duty is still ours
-            Parked::TimedOut => {
-                stats.park();
-                report_spins(stats, spun + spin.steps);
-                return false;
-            }
-            Parked::Unparked(token) => {
-                stats.park();
-                stats.woken();
-                slept = true;
-                if token == TOKEN_HANDOFF {
-                    report_spins(stats, spun + spin.steps);
-                    stats.slept_acquire();
-                    return true;
-                }
-                woken = true;
-                spun += spin.steps;
-                spin = Spin::new(WOKEN_SPIN_LIMIT, 1);
-            }
+        let since = *self.since.get_or_insert_with(Instant::now);
+        let parked = table.park(
+            state.key(),
+            since,
+            had_duty,
+            validate,
+            timed_out,
+            self.deadline,
+        );
+        if parked != Parked::Invalid {
+            self.stats.park();
         }
-        s = state.load();
+        if let Parked::Unparked(_) = parked {
+            self.stats.woken();
+            self.slept = true;
+        }
+        parked
     }
 }
 
@@ -946,26 +944,15 @@ mod loom_tests {
     //! every interleaving of the state word, the bucket mutex and the parkers (a modelled
     //! mutex and condition variable), and reports a deadlock if a waiter is stranded.
     use super::*;
-    use loom::sync::atomic::{AtomicU32, Ordering};
+    // The lock's state word is loom's `AtomicU32`, whose `StateWord` implementation is the
+    // shipped one's (the same macro, the same ordering constants): the model checks the
+    // orderings that ship. The critical section writes a loom `UnsafeCell`, so an ordering
+    // too weak to carry one holder's writes to the next is reported as a data race.
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::AtomicU32;
     use loom::sync::Arc;
 
-    struct LoomWord(AtomicU32);
-
-    impl StateWord for LoomWord {
-        fn load(&self) -> u32 {
-            self.0.load(Ordering::Acquire)
-        }
-        fn cas(&self, c: u32, n: u32) -> Result<u32, u32> {
-            self.0
-                .compare_exchange(c, n, Ordering::AcqRel, Ordering::Acquire)
-        }
-        fn acquire(&self) -> bool {
-            self.0.fetch_or(LOCKED, Ordering::AcqRel) & LOCKED == 0
-        }
-        fn release(&self) -> u32 {
-            self.0.fetch_sub(LOCKED, Ordering::AcqRel)
-        }
-    }
+    type LoomWord = AtomicU32;
 
     fn lock(w: &LoomWord, table: &Table) {
         if !w.acquire() {
@@ -1018,20 +1005,22 @@ mod loom_tests {
     /// `threads` threads each lock and unlock `rounds` times; `starve_after` is `MAX` (never:
     /// real elapsed time would make the model nondeterministic) or zero (every unpark is a
     /// hand-off). Checks mutual exclusion, that nobody is stranded (loom reports deadlock),
+    /// that every holder sees the previous holder's write (loom reports a race otherwise),
     /// and that the lock ends unlocked with nobody parked.
     fn check(threads: usize, rounds: usize, starve_after: Duration) {
         loom::model(move || {
-            let w = Arc::new(LoomWord(AtomicU32::new(0)));
+            let w = Arc::new(LoomWord::new(0));
             let table = Arc::new(Table::new(1, starve_after, Duration::ZERO));
-            let inside = Arc::new(AtomicU32::new(0));
+            let data = Arc::new(UnsafeCell::new(0usize));
             let hs: Vec<_> = (0..threads)
                 .map(|_| {
-                    let (w, table, inside) = (w.clone(), table.clone(), inside.clone());
+                    let (w, table, data) = (w.clone(), table.clone(), data.clone());
                     loom::thread::spawn(move || {
                         for _ in 0..rounds {
                             lock(&w, &table);
-                            assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0);
-                            inside.fetch_sub(1, Ordering::SeqCst);
+                            // SAFETY: under the lock; loom checks that the previous holder's
+                            // write happens-before this access, or fails the model.
+                            data.with_mut(|d| unsafe { *d += 1 });
                             unlock(&w, &table);
                         }
                     })
@@ -1040,7 +1029,9 @@ mod loom_tests {
             for h in hs {
                 h.join().unwrap();
             }
-            assert_eq!(w.load() & (LOCKED | PARKED), 0);
+            assert_eq!(StateWord::load(&*w) & (LOCKED | PARKED), 0);
+            // SAFETY: every thread has been joined.
+            assert_eq!(data.with(|d| unsafe { *d }), threads * rounds);
         });
     }
 

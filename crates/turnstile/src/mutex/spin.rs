@@ -68,6 +68,7 @@ impl FutexMutex {
 
 /// Where the spinner cap is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SpinCap {
     /// One counter for every mutex of this kind in the process.
     Global,
