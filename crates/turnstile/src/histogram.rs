@@ -1,15 +1,17 @@
-//! A log-linear latency histogram that one thread records into and any thread can read.
+//! A log-linear latency histogram that threads record into and any thread can read.
 //!
 //! Values (nanoseconds) below 16 get a bucket each; above, every power of two is split into 8
 //! linear sub-buckets, so any reported value is within 12.5 % of the true one (the same
-//! trade-off HdrHistogram makes with one significant figure; we need lock-free recording by the
-//! owning thread, which `hdrhistogram::Histogram::record(&mut self)` cannot give). 496 buckets
-//! cover the whole `u64` range.
+//! trade-off HdrHistogram makes with one significant figure; we need lock-free recording
+//! through `&self`, which `hdrhistogram::Histogram::record(&mut self)` cannot give). 496
+//! buckets cover the whole `u64` range.
 //!
-//! Recording is a relaxed load and store per field, not a read-modify-write: the histogram has
-//! one writer (the session that owns it), so nothing is lost and no cache line bounces between
-//! writers. Readers may see a record half-applied (count bumped, sum not yet); snapshots are for
-//! monitoring, not accounting.
+//! [`Histogram::record`] is safe from any number of threads (relaxed read-modify-writes). The
+//! crate's own hot paths that are provably single-writer (an instrumented lock records its wait
+//! while holding the lock) use a crate-private variant that is a relaxed load and store per
+//! field: nothing is lost when there is one writer, and it is not offered to users, who could
+//! not keep that promise checked. Readers may see a record half-applied (count bumped, sum not
+//! yet); snapshots are for monitoring, not accounting.
 
 use std::fmt;
 
@@ -48,7 +50,7 @@ fn bucket_range(i: usize) -> (u64, u64) {
     (low, low + (width - 1))
 }
 
-/// A single-writer, many-reader histogram. See the module documentation.
+/// A concurrent log-linear histogram of nanosecond values. See the module documentation.
 pub struct Histogram {
     buckets: Box<[AtomicU64]>,
     count: AtomicU64,
@@ -79,26 +81,34 @@ impl Histogram {
         }
     }
 
-    /// Records one value. Only one thread may record into a histogram at a time (the owner);
-    /// concurrent recorders would lose counts, never corrupt memory.
+    /// Records one value (nanoseconds), from any thread.
+    ///
+    /// ```
+    /// let h = turnstile::Histogram::new();
+    /// h.record(1_500);
+    /// h.record(0);
+    /// let s = h.snapshot();
+    /// assert_eq!((s.count(), s.max()), (2, 1_500));
+    /// ```
     #[inline]
     pub fn record(&self, v: u64) {
+        self.buckets[bucket_of(v)].fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(v, Ordering::Relaxed);
+        self.max.fetch_max(v, Ordering::Relaxed);
+    }
+
+    /// Records one value without read-modify-writes. The caller guarantees that no other
+    /// thread records into this histogram meanwhile (concurrent recorders would lose counts,
+    /// never corrupt memory).
+    #[inline]
+    pub(crate) fn record_single_writer(&self, v: u64) {
         bump(&self.buckets[bucket_of(v)], 1);
         bump(&self.count, 1);
         bump(&self.sum, v);
         if v > self.max.load(Ordering::Relaxed) {
             self.max.store(v, Ordering::Relaxed);
         }
-    }
-
-    /// Records one value from any thread (read-modify-writes: for histograms shared by many
-    /// recorders, such as a gate's wait times, which only slow paths record).
-    #[inline]
-    pub(crate) fn record_shared(&self, v: u64) {
-        self.buckets[bucket_of(v)].fetch_add(1, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum.fetch_add(v, Ordering::Relaxed);
-        self.max.fetch_max(v, Ordering::Relaxed);
     }
 
     /// A copy of the current counts.

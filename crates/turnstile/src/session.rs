@@ -369,7 +369,7 @@ impl Session {
             // The fast path: a count of its own, so the histogram's zeros never go backwards.
             self.sh.bump(Counter::AdmissionsWithoutWait);
         } else {
-            self.gate.registry.wait.record_shared(waited_ns);
+            self.gate.registry.wait.record(waited_ns);
         }
         self.sh.bump(Counter::Admissions);
     }
@@ -453,7 +453,7 @@ impl Session {
         match outcome {
             Ok(handoff_ns) => {
                 let latency = gate.driver.precise_ns().saturating_sub(handoff_ns);
-                gate.registry.wake.record_shared(latency);
+                gate.registry.wake.record(latency);
                 Ok(gate.driver.finish_wait(id))
             }
             // A hand-off may have chosen this wait in the same instant: then it is inside.
