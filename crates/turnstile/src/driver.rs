@@ -168,36 +168,30 @@ impl Driver {
         }
     }
 
-    /// Changes the limit; returns how many queued waiters it handed a slot to.
-    pub(crate) fn set_limit(&self, limit: u32) -> u64 {
+    /// Changes the limit; returns the limit it replaced (read in the same step, so concurrent
+    /// changes each see the transition they made) and how many queued waiters it handed a
+    /// slot to.
+    pub(crate) fn set_limit(&self, limit: u32) -> (u32, u64) {
         match &self.core {
             Cores::Queue(m) => {
-                let released = {
+                let (old, released) = {
                     let mut core = lock(m);
+                    let old = core.limit();
                     let released = core.set_limit(limit);
                     for r in &released {
                         mark_woken(r);
                     }
-                    released
+                    (old, released)
                 };
                 let n = released.len() as u64;
                 for r in released {
                     self.deliver(r);
                 }
-                n
+                (old, n)
             }
-            Cores::Polling(c) => {
-                c.set_limit(limit);
-                0
-            }
-            Cores::Timer(c) => {
-                c.set_limit(limit);
-                0
-            }
-            Cores::Unlimited(_, l) => {
-                l.store(limit, Ordering::Relaxed);
-                0
-            }
+            Cores::Polling(c) => (c.set_limit(limit), 0),
+            Cores::Timer(c) => (c.set_limit(limit), 0),
+            Cores::Unlimited(_, l) => (l.swap(limit, Ordering::Relaxed), 0),
         }
     }
 

@@ -108,8 +108,7 @@ impl Gate {
     /// `unlimited` policy records the value and stays unlimited.
     pub fn set_limit(&self, limit: u32) -> Result<(), ConfigError> {
         check_limit(limit)?;
-        let old = self.limit();
-        let handed = self.inner.driver.set_limit(limit);
+        let (old, handed) = self.inner.driver.set_limit(limit);
         if handed > 0 {
             self.inner.registry.count_unowned(Counter::HandOffs, handed);
         }

@@ -137,8 +137,10 @@ impl PollingCore {
 
     /// Changes the limit; sleepers see it at their next poll. Once this returns, no newcomer
     /// is admitted beyond the new limit (see `slots.rs`).
-    pub fn set_limit(&self, limit: u32) {
-        self.slots.set_limit(limit);
+    ///
+    /// Returns the limit it replaced.
+    pub fn set_limit(&self, limit: u32) -> u32 {
+        self.slots.set_limit(limit)
     }
 
     /// Threads counted inside (may transiently exceed the limit by threads mid-check).

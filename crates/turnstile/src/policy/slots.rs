@@ -73,8 +73,9 @@ impl AtomicSlots {
         }
     }
 
-    pub(crate) fn set_limit(&self, limit: u32) {
-        self.limit.store(limit, Ordering::SeqCst);
+    /// Stores the new limit and returns the one it replaced.
+    pub(crate) fn set_limit(&self, limit: u32) -> u32 {
+        self.limit.swap(limit, Ordering::SeqCst)
     }
 
     pub(crate) fn limit(&self) -> u32 {

@@ -98,8 +98,10 @@ impl TimerCore {
     /// Changes the limit; sleepers see it at their next check. Once this returns, no newcomer
     /// is admitted by the check beyond the new limit (see `slots.rs`); forced entries still
     /// are, by design.
-    pub fn set_limit(&self, limit: u32) {
-        self.slots.set_limit(limit);
+    ///
+    /// Returns the limit it replaced.
+    pub fn set_limit(&self, limit: u32) -> u32 {
+        self.slots.set_limit(limit)
     }
 
     /// Threads told to sleep between checks and not yet back.
