@@ -268,6 +268,7 @@ fn mark_woken(r: &Release<Arc<SessionShared>>) {
 mod tests {
     use super::*;
     use crate::{GateConfig, Policy};
+    use std::time::Duration;
 
     #[test]
     fn a_late_delivery_never_overwrites_a_newer_release() {
@@ -280,5 +281,36 @@ mod tests {
             });
         }
         assert_eq!(lock(&sh.wake).released, Some(WaitId(5)));
+    }
+
+    #[test]
+    fn a_queued_waiter_is_published_with_its_start_and_a_hand_off_stamps_woken_after_it() {
+        let d = Driver::new(
+            &GateConfig::new(Policy::Classic)
+                .limit(1)
+                .sleep_delay(Duration::ZERO),
+        );
+        let holder = Arc::new(SessionShared::new(1, String::new()));
+        let waiter = Arc::new(SessionShared::new(2, String::new()));
+        let Step::Admitted(held) = d.enter(&mut Attempt::new(false), &holder, true) else {
+            panic!("the gate is empty")
+        };
+        let Step::Wait(id) = d.enter(&mut Attempt::new(false), &waiter, true) else {
+            panic!("the gate is full")
+        };
+        // Published under the queue lock, start time included: nothing the waiter does after
+        // the lock is released writes the timestamp again.
+        assert_eq!(waiter.state(), SessionState::Queued);
+        let queued_at = waiter.since_ns();
+        assert_ne!(queued_at, 0);
+        std::thread::sleep(Duration::from_millis(30)); // a few ticks of the coarse clock
+        assert!(d.exit(held.hold), "the slot is handed to the waiter");
+        assert_eq!(waiter.state(), SessionState::Woken);
+        assert!(
+            waiter.since_ns() > queued_at,
+            "Woken carries the hand-off's time, not the queueing's"
+        );
+        let a = d.finish_wait(id);
+        assert!(!d.exit(a.hold));
     }
 }

@@ -87,6 +87,12 @@ impl SessionShared {
         SessionState::from_code(self.state.load(Ordering::Relaxed))
     }
 
+    /// When the current state began (coarse clock; 0 = never set).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn since_ns(&self) -> u64 {
+        self.since_ns.load(Ordering::Relaxed)
+    }
+
     fn add_counters_to(&self, totals: &mut [u64; N_COUNTERS]) {
         for (t, a) in totals.iter_mut().zip(&self.counters) {
             *t += a.load(Ordering::Relaxed);

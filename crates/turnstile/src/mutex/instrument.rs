@@ -425,7 +425,8 @@ impl<T: ?Sized> Instrumented<T> {
         });
         if got {
             // Holding the lock: this thread is the histogram's only writer right now.
-            self.waits.record_single_writer(since.elapsed().as_nanos() as u64);
+            self.waits
+                .record_single_writer(since.elapsed().as_nanos() as u64);
             bump(&self.waited);
         }
         got

@@ -423,4 +423,13 @@ mod tests {
         let mut at = Attempt::new(true);
         wait_id(core.enter(&mut at, &4));
     }
+
+    #[test]
+    #[should_panic(expected = "would go below zero")]
+    fn giving_back_a_slot_that_was_never_taken_panics_instead_of_wrapping() {
+        // Only the policy code can forge a Hold; a driver bug that did would otherwise wrap
+        // `inside` to ~4e9 and close the gate for good.
+        let mut core: QueueCore<u32> = QueueCore::new(1, 500, MS10, false);
+        let _ = core.exit(Hold(HoldKind::Slot));
+    }
 }

@@ -86,3 +86,33 @@ impl AtomicSlots {
         self.inside.load(Ordering::Relaxed)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_given_back_twice_panics_and_leaves_the_count_at_zero() {
+        let slots = AtomicSlots::new(1);
+        assert_eq!(slots.try_take(), Some(AdmittedBy::Free));
+        slots.give_back();
+        let twice = std::panic::catch_unwind(|| slots.give_back());
+        assert!(twice.is_err(), "a second give-back is a bug, reported");
+        assert_eq!(slots.inside(), 0, "not wrapped to u32::MAX");
+        assert_eq!(
+            slots.try_take(),
+            Some(AdmittedBy::Free),
+            "the gate still admits"
+        );
+    }
+
+    #[test]
+    fn a_limit_of_zero_admits_and_still_counts() {
+        let slots = AtomicSlots::new(0);
+        assert_eq!(slots.try_take(), Some(AdmittedBy::Unlimited));
+        assert_eq!(slots.try_take(), Some(AdmittedBy::Unlimited));
+        assert_eq!(slots.inside(), 2);
+        assert_eq!(slots.set_limit(1), 0);
+        assert_eq!(slots.try_take(), None, "two inside, limit 1");
+    }
+}
