@@ -97,5 +97,5 @@ pub use histogram::{Histogram, HistogramSnapshot};
 pub use monitor::{
     Counters, GateSnapshot, GateStats, SessionSnapshot, SessionState, StepOutReason,
 };
-pub use mutex::{Mutex, MutexGuard};
+pub use mutex::{Condvar, Mutex, MutexGuard, WaitTimeoutResult};
 pub use session::{Call, Canceler, Session, Statement};

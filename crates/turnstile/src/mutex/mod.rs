@@ -6,6 +6,7 @@
 //! | type | what |
 //! |---|---|
 //! | [`Mutex`] / [`RawTurnstileMutex`] | ours: 4 bytes, waiters parked off the lock word, wake one, the woken one claims the next release, bounded spin, starvation hand-off, timed lock |
+//! | [`Condvar`] | a condition variable for [`Mutex`]: one word, waiters parked in the lock's table, no lost notify |
 //! | [`Instrumented`] | the same lock with counters, wait histogram, holder, waiter registry, watchdog |
 //! | [`InnodbMutex`] | InnoDB 5.6: test-and-set, random-delay spin, sync array, broadcast on unlock |
 //! | [`SpinGlobalMutex`], [`SpinPerMutex`] | busy-wait then block, with a global / per-mutex cap on spinners |
@@ -27,6 +28,7 @@
 //! assert!(current_waiters().iter().all(|w| w.lock != "commit mutex"));
 //! ```
 
+mod condvar;
 mod futex;
 pub mod innodb;
 mod instrument;
@@ -34,6 +36,7 @@ mod park;
 mod raw;
 pub mod spin;
 
+pub use condvar::{Condvar, WaitTimeoutResult};
 pub use innodb::InnodbMutex;
 pub use instrument::{
     current_waiters, thread_number, Instrumented, InstrumentedGuard, LockCounters,

@@ -10,9 +10,11 @@
 //!
 //! The shape is WebKit's `ParkingLot` and Rust's `parking_lot_core` (a global table of
 //! buckets, each a mutex and a FIFO, and a validate callback run under the bucket mutex so a
-//! thread parks only if the lock still says it should), reduced to what one lock needs: park,
-//! unpark one, time out. The bucket also keeps the clock of the starvation hand-off, so the
-//! unlocker learns under the same mutex whether the thread it wakes has waited too long.
+//! thread parks only if the lock still says it should), reduced to what a lock and a condition
+//! variable need: park (with a step run once queued, where a condition variable's waiter
+//! releases its mutex), unpark one or all, time out. The bucket also keeps the clock of the
+//! starvation hand-off, so the unlocker learns under the same mutex whether the thread it wakes
+//! has waited too long.
 //!
 //! Invariants (all under the bucket mutex):
 //! - a waiter is in exactly one queue from `park`'s validate until an unparker removes it
@@ -190,6 +192,25 @@ impl Table {
         timed_out: impl FnOnce(bool),
         deadline: Option<Instant>,
     ) -> Parked {
+        self.park_with(key, since, front, validate, || {}, timed_out, deadline)
+    }
+
+    /// [`park`](Self::park), with `before_sleep` run once this thread is queued, after the
+    /// bucket mutex is released and before it sleeps (not at all if `validate` refuses). A
+    /// condition variable's waiter unlocks its mutex there: queued first, so a notify that
+    /// follows the unlock finds it; outside the bucket mutex, because the unlock may wake a
+    /// waiter of the mutex, whose key may hash to this very bucket.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn park_with(
+        &self,
+        key: usize,
+        since: Instant,
+        front: bool,
+        validate: impl FnOnce() -> bool,
+        before_sleep: impl FnOnce(),
+        timed_out: impl FnOnce(bool),
+        deadline: Option<Instant>,
+    ) -> Parked {
         let bucket = self.bucket(key);
         let parker = current_parker();
         {
@@ -209,6 +230,7 @@ impl Table {
                 b.queue.push_back(w);
             }
         }
+        before_sleep();
         if let Some(t) = parker.wait(deadline) {
             return Parked::Unparked(t);
         }
@@ -262,5 +284,31 @@ impl Table {
         drop(b);
         w.parker.wake();
         true
+    }
+
+    /// Takes every waiter for `key` off its queue, lets `decide` choose their token under the
+    /// bucket mutex (told how many there are; it runs even for none), and wakes them, oldest
+    /// first. Returns how many were unparked.
+    pub(crate) fn unpark_all(&self, key: usize, decide: impl FnOnce(usize) -> u32) -> usize {
+        let bucket = self.bucket(key);
+        let mut b = lock(&bucket.inner);
+        let mut woken = Vec::new();
+        b.queue.retain(|w| {
+            if w.key == key {
+                woken.push(w.parker.clone());
+                false
+            } else {
+                true
+            }
+        });
+        let token = decide(woken.len());
+        for p in &woken {
+            p.set(token);
+        }
+        drop(b);
+        for p in &woken {
+            p.wake();
+        }
+        woken.len()
     }
 }

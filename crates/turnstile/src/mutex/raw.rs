@@ -82,7 +82,7 @@ pub(crate) const FAIR_HANDOFF_INTERVAL: Duration = Duration::from_micros(500);
 const BUCKETS: usize = 1024;
 
 #[cfg(not(loom))]
-static TABLE: std::sync::LazyLock<Table> =
+pub(crate) static TABLE: std::sync::LazyLock<Table> =
     std::sync::LazyLock::new(|| Table::new(BUCKETS, STARVATION_THRESHOLD, FAIR_HANDOFF_INTERVAL));
 
 /// Hooks the slow paths call, for instrumentation. [`NoStats`] compiles to nothing.
@@ -608,7 +608,7 @@ fn clear<B: StateWord>(state: &B, bits: u32) {
 /// Whether an unlock that released a state of `old` has more to do: grant the lock to a
 /// claiming woken waiter, or wake a parked one when nobody woken is on the way.
 #[inline]
-fn needs_unlock_slow(old: u32) -> bool {
+pub(crate) fn needs_unlock_slow(old: u32) -> bool {
     let x = old & (PARKED | WOKEN | CLAIM);
     x == PARKED || x & CLAIM != 0
 }
