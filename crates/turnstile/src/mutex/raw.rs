@@ -49,10 +49,30 @@ const CLAIM: u32 = 1 << 3;
 const GRANT: u32 = 1 << 4;
 const LONG: u32 = 1 << 5;
 
-/// How long an arriving thread may spin before it parks, while nobody is parked: spinning pays
-/// for critical sections shorter than a park and wake-up (~1–2 µs each way); 2, 4 and 10 µs
-/// measured alike with `turnstile bench mutex`, see docs/BENCHMARKS.md (design history).
-pub(crate) const SPIN_LIMIT: Duration = Duration::from_micros(4);
+/// The most an arriving thread spins before it parks, while nobody is parked: about one park
+/// and wake-up round trip on the development VM (a `FUTEX_WAKE` of a sleeping thread costs its
+/// waker ~10 µs there, and the sleeper about as long again to run), the budget of competitive
+/// spin-then-block (spinning as long as blocking would cost is within twice the best choice
+/// made knowing the wait: Karlin, Li, Manasse and Owicki, SOSP 1991). At 2 threads, 1 lock,
+/// hold 1 µs, 4 µs parked every ~18 loops and ran 1.26–1.34× the 1-thread time; 20 µs parked
+/// every ~38 and ran 1.14–1.24× (`turnstile bench mutex --hold-ns 1000 --threads 1,2`, see
+/// docs/BENCHMARKS.md, "the lock at two threads"; a per-thread budget halved by each failed
+/// spin was tried and parked as often as 4 µs did, since against a holder that re-locks at
+/// once most spins fail even when critical sections are short).
+pub(crate) const SPIN_LIMIT: Duration = Duration::from_micros(20);
+
+/// The arrival spin while the lock's `LONG` hint is set (a woken waiter recently polled out
+/// [`WOKEN_SPIN_LIMIT`] without getting the lock: critical sections are long, and spinning
+/// the full [`SPIN_LIMIT`] would only burn the core): the fixed budget of the lock's earlier
+/// versions, for which 2, 4 and 10 µs measured alike (docs/BENCHMARKS.md, design history).
+pub(crate) const LONG_SPIN_LIMIT: Duration = Duration::from_micros(4);
+
+/// An arriving spinner's back-off cap: up to 2^6 PAUSEs (~1.7 µs at 26 ns each on the
+/// development EPYC) between polls before it turns to yields, so that while a critical section
+/// of a microsecond runs the spinner does not pull the lock's line from its holder at every
+/// poll (measured with the budget above: 1.14–1.24× at 2 threads, hold 1 µs, against
+/// 1.17–1.30× with 2^3).
+const ARRIVAL_MAX_PAUSES_LOG2: u32 = 6;
 
 /// How long a woken thread polls, with its claim on the next release, before parking again: a
 /// shorter critical section ends in a grant, a longer one in another park and wake-up; 10 and
@@ -60,7 +80,8 @@ pub(crate) const SPIN_LIMIT: Duration = Duration::from_micros(4);
 /// see docs/BENCHMARKS.md (design history).
 pub(crate) const WOKEN_SPIN_LIMIT: Duration = Duration::from_micros(50);
 
-/// Back-off cap while spinning: at most 2^3 PAUSEs (~0.2 µs) between polls, then yields;
+/// Back-off cap while a woken thread polls: at most 2^3 PAUSEs (~0.2 µs) between polls, then
+/// yields;
 /// polling every PAUSE stole the holder's line (1.4× parking_lot at 2 threads) and 2^5 was no
 /// better, measured with `turnstile bench mutex`, see docs/BENCHMARKS.md (design history).
 const MAX_PAUSES_LOG2: u32 = 3;
@@ -311,15 +332,15 @@ unsafe impl<S: LockStats + Send + Sync> lock_api::RawMutexTimed for RawTurnstile
     }
 }
 
-/// Bounded spinning with exponential backoff between polls of the lock: 1, 2, 4, then 8
-/// PAUSEs between polls ([`MAX_PAUSES_LOG2`]), then a `yield` between polls (which lets
-/// another runnable thread have the core, and is itself a ~0.6 µs back-off when none is), until
-/// the time limit passes. Never spins under loom, whose model would have to explore every
-/// iteration.
+/// Bounded spinning with exponential backoff between polls of the lock: 1, 2, 4, … PAUSEs
+/// between polls up to 2^`max_log2`, then a `yield` between polls (which lets another runnable
+/// thread have the core, and is itself a ~0.6 µs back-off when none is), until the time limit
+/// passes. Never spins under loom, whose model would have to explore every iteration.
 struct Spin {
     steps: u32,
     start: Option<Instant>,
     limit: Duration,
+    max_log2: u32,
     #[cfg_attr(not(loom), allow(dead_code))]
     loom_steps: u32,
 }
@@ -327,11 +348,12 @@ struct Spin {
 impl Spin {
     /// Spins for at most `limit`; under loom, `loom_steps` polls (each a modelled yield), so
     /// that the model explores what happens between polls.
-    fn new(limit: Duration, loom_steps: u32) -> Self {
+    fn new(limit: Duration, max_log2: u32, loom_steps: u32) -> Self {
         Spin {
             steps: 0,
             start: None,
             limit,
+            max_log2,
             loom_steps,
         }
     }
@@ -350,7 +372,7 @@ impl Spin {
         }
         #[cfg_attr(loom, allow(unreachable_code))]
         // The first polls come within ~0.4 µs and need no clock (a reading costs ~30 ns).
-        if self.steps > MAX_PAUSES_LOG2 {
+        if self.steps > self.max_log2 {
             let start = *self.start.get_or_insert_with(Instant::now);
             if start.elapsed() >= self.limit {
                 return false;
@@ -380,7 +402,7 @@ pub(crate) fn lock_slow<B: StateWord, S: LockStats>(
         state,
         stats,
         deadline,
-        spin: Spin::new(SPIN_LIMIT, 0),
+        spin: Spin::new(SPIN_LIMIT, ARRIVAL_MAX_PAUSES_LOG2, 0),
         spun: 0,
         woken: false,
         slept: false,
@@ -403,7 +425,7 @@ pub(crate) fn lock_slow<B: StateWord, S: LockStats>(
                 // next move on the lock, whichever it is.
                 a.woken = true;
                 a.spun += a.spin.steps;
-                a.spin = Spin::new(WOKEN_SPIN_LIMIT, 1);
+                a.spin = Spin::new(WOKEN_SPIN_LIMIT, MAX_PAUSES_LOG2, 1);
             }
         }
     }
@@ -452,9 +474,13 @@ impl<B: StateWord, S: LockStats> Acquisition<'_, B, S> {
         self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
-    /// An arriving thread: take the lock if free, spin (bounded) while nobody is parked.
+    /// An arriving thread: take the lock if free, spin (bounded) while nobody is parked; only
+    /// briefly if the `LONG` hint says critical sections are long.
     fn arrive(&mut self) -> Next {
         let mut s = self.state.load();
+        if s & LONG != 0 && self.spin.steps == 0 {
+            self.spin.limit = LONG_SPIN_LIMIT;
+        }
         loop {
             if s & LOCKED == 0 {
                 match self.state.cas(s, s | LOCKED) {
