@@ -564,4 +564,45 @@ mod tests {
         drop(e);
         std::fs::remove_dir_all(dir).unwrap();
     }
+
+    #[test]
+    fn a_committed_insert_is_never_reported_failed_when_its_slot_is_taken_during_the_commit() {
+        let dir = std::env::temp_dir().join(format!("turnstile-engine-ack-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // A slow fsync, so that another session takes the freed slot while the commit runs.
+        let e = Engine::open(&EngineConfig {
+            data_dir: dir.clone(),
+            fsync_delay: Duration::from_millis(100),
+        })
+        .unwrap();
+        e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+        let g = Gate::new(GateConfig::new(Policy::Classic).limit(1)).unwrap();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let g2 = g.clone();
+        let other = std::thread::spawn(move || {
+            while g2.stats().stepped_out == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let mut s = g2.session();
+            let mut stmt = s.begin();
+            let _call = stmt.enter().unwrap(); // the slot the insert freed, kept
+            let _ = release_rx.recv();
+        });
+        let mut c = Connection::new(e.clone(), &g, "ins");
+        c.session()
+            .set_wait_timeout(Some(Duration::from_millis(10)));
+        let r = c.insert("t", &Row::generate(11, 10), CommitMode::ReleaseSlot);
+        drop(release_tx);
+        other.join().unwrap();
+        assert!(r.is_ok(), "the row was committed: {r:?}");
+        assert!(e.contains("t", 11).unwrap());
+        assert_eq!(
+            g.stats().counters.timeouts,
+            0,
+            "the insert asked nothing after its commit"
+        );
+        drop(c);
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
