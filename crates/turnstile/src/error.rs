@@ -89,6 +89,38 @@ pub enum GateError {
         /// How long the session had waited.
         waited: Duration,
     },
+    /// An explicit call out of order ([`crate::Session::enter`] and its siblings); nothing
+    /// was changed.
+    Misuse(Misuse),
+}
+
+/// A call sequence the explicit-call API of [`crate::Session`] refuses (the guard API makes
+/// these impossible by construction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Misuse {
+    /// `enter` while a call is already in progress.
+    NestedEnter,
+    /// `exit` without a matching `enter`.
+    ExitWithoutEnter,
+    /// `enter` or `exit` while a declared wait is in progress (end it first).
+    CallDuringWait,
+    /// `wait_begin` while a wait is already in progress.
+    NestedWait,
+    /// `wait_end` without a `wait_begin`.
+    WaitEndWithoutBegin,
+}
+
+impl fmt::Display for Misuse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Misuse::NestedEnter => "enter while a call is already in progress",
+            Misuse::ExitWithoutEnter => "exit without a matching enter",
+            Misuse::CallDuringWait => "enter or exit while a declared wait is in progress",
+            Misuse::NestedWait => "wait_begin while a wait is already in progress",
+            Misuse::WaitEndWithoutBegin => "wait_end without a wait_begin",
+        })
+    }
 }
 
 impl fmt::Display for GateError {
@@ -100,6 +132,7 @@ impl fmt::Display for GateError {
             GateError::TimedOut { waited } => {
                 write!(f, "admission timed out after waiting {waited:?}")
             }
+            GateError::Misuse(m) => write!(f, "misuse of the session: {m}"),
         }
     }
 }

@@ -91,7 +91,7 @@ mod session;
 mod sync;
 
 pub use config::{GateConfig, Policy, MAX_ADAPTIVE_SLEEP_DELAY, MAX_LIMIT, MAX_SLEEP_DELAY};
-pub use error::{ConfigError, GateError, Unit};
+pub use error::{ConfigError, GateError, Misuse, Unit};
 pub use gate::Gate;
 pub use histogram::{Histogram, HistogramSnapshot};
 pub use monitor::{

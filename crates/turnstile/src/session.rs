@@ -24,7 +24,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::GateError;
+use crate::error::{GateError, Misuse};
 use crate::gate::GateInner;
 use crate::monitor::{Counter, SessionState, StepOutReason};
 use crate::policy::{Admission, AdmittedBy, Attempt, Hold, Step, Tickets, WaitId};
@@ -66,6 +66,10 @@ pub struct Session {
     /// A step-out that began inside left this reason: the next admission of the statement
     /// re-enters by its rule.
     resume: Option<StepOutReason>,
+    /// Explicit-call API: a call is in progress (between `enter` and `exit`).
+    in_call: bool,
+    /// Explicit-call API: a declared wait is in progress (between `wait_begin` and `wait_end`).
+    in_wait: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -151,6 +155,8 @@ impl Session {
             wait_timeout: None,
             holds_locks: false,
             resume: None,
+            in_call: false,
+            in_wait: false,
         }
     }
 
@@ -232,14 +238,18 @@ impl Session {
     }
 
     /// Statement end: leave, and forget what the statement declared.
-    fn end_statement(&mut self) {
+    fn end_statement_inner(&mut self) {
+        if std::mem::take(&mut self.in_wait) {
+            finish_step_out(&self.gate, &self.sh);
+        }
+        self.in_call = false;
         self.leave();
         self.holds_locks = false;
         self.resume = None;
     }
 
-    /// The step-out contract (see the module documentation): leave, run `f`, return its value.
-    fn step_out<R>(&mut self, reason: StepOutReason, f: impl FnOnce() -> R) -> R {
+    /// Leaves around blocking work and records why; [`finish_step_out`] ends it.
+    fn begin_step_out(&mut self, reason: StepOutReason) {
         let was_inside = self.is_inside();
         self.leave();
         self.resume = was_inside.then_some(reason);
@@ -249,17 +259,100 @@ impl Session {
             .registry
             .stepped_out
             .fetch_add(1, Ordering::Relaxed);
-        // Publishes `Outside` when `f` returns or unwinds, so a panic inside `f` does not leave
+    }
+
+    /// The step-out contract (see the module documentation): leave, run `f`, return its value.
+    fn step_out<R>(&mut self, reason: StepOutReason, f: impl FnOnce() -> R) -> R {
+        self.begin_step_out(reason);
+        // Ends the step-out when `f` returns or unwinds, so a panic inside `f` does not leave
         // the session shown as stepped out forever.
         struct Back<'a>(&'a GateInner, &'a SessionShared);
         impl Drop for Back<'_> {
             fn drop(&mut self) {
-                self.1.set_state(SessionState::Outside);
-                self.0.registry.stepped_out.fetch_sub(1, Ordering::Relaxed);
+                finish_step_out(self.0, self.1);
             }
         }
         let _back = Back(&self.gate, &self.sh);
         f()
+    }
+
+    /// Enters the engine for one call, without a guard: for callers that cannot hold one (the
+    /// C API, an engine whose enter and exit are separate functions). The same rules as
+    /// [`Statement::enter`]: a ticket re-entry if tickets remain, otherwise an admission.
+    /// Returns whether it was an admission. Pair it with [`Session::exit`]; end the statement
+    /// with [`Session::end_statement`]. Do not mix these calls with the guards on one session.
+    ///
+    /// ```
+    /// use turnstile::{Gate, GateConfig, GateError, Misuse, Policy, StepOutReason};
+    ///
+    /// let gate = Gate::new(GateConfig::new(Policy::Classic).limit(1).tickets(10))?;
+    /// let mut s = gate.session();
+    /// assert!(s.enter()?); // an admission
+    /// s.wait_begin(StepOutReason::RowLockWait)?; // slot freed around the lock wait
+    /// s.wait_end()?; // back in the call: one ticket, limit not checked
+    /// s.exit()?;
+    /// assert_eq!(s.exit(), Err(GateError::Misuse(Misuse::ExitWithoutEnter)));
+    /// s.end_statement(); // force exit
+    /// assert_eq!(gate.stats().inside, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn enter(&mut self) -> Result<bool, GateError> {
+        if self.in_wait {
+            return Err(GateError::Misuse(Misuse::CallDuringWait));
+        }
+        if self.in_call {
+            return Err(GateError::Misuse(Misuse::NestedEnter));
+        }
+        let admitted = self.enter_call()?;
+        self.in_call = true;
+        Ok(admitted)
+    }
+
+    /// Exits after a call begun with [`Session::enter`]: keeps the slot while tickets remain.
+    pub fn exit(&mut self) -> Result<(), GateError> {
+        if self.in_wait {
+            return Err(GateError::Misuse(Misuse::CallDuringWait));
+        }
+        if !self.in_call {
+            return Err(GateError::Misuse(Misuse::ExitWithoutEnter));
+        }
+        self.in_call = false;
+        self.exit_call();
+        Ok(())
+    }
+
+    /// Ends the statement: force exit (tickets to 0, the slot freed or handed on), and ends
+    /// any call or declared wait still open. Always succeeds.
+    pub fn end_statement(&mut self) {
+        self.end_statement_inner();
+    }
+
+    /// Declares a blocking wait (a row lock, disk I/O, the commit mutex): leaves the gate for
+    /// its length, as [`Call::step_out`] does around a closure.
+    pub fn wait_begin(&mut self, reason: StepOutReason) -> Result<(), GateError> {
+        if self.in_wait {
+            return Err(GateError::Misuse(Misuse::NestedWait));
+        }
+        self.begin_step_out(reason);
+        self.in_wait = true;
+        Ok(())
+    }
+
+    /// Ends a declared wait. Within a call (between [`Session::enter`] and
+    /// [`Session::exit`]) the session re-enters at once, by the wait reason's rule (after a
+    /// row-lock wait that began inside: without checking the limit, one ticket); the error is
+    /// that admission's, and the wait is over either way. Outside a call the next `enter`
+    /// re-enters by that rule.
+    pub fn wait_end(&mut self) -> Result<(), GateError> {
+        if !std::mem::take(&mut self.in_wait) {
+            return Err(GateError::Misuse(Misuse::WaitEndWithoutBegin));
+        }
+        finish_step_out(&self.gate, &self.sh);
+        if self.in_call && !self.is_inside() {
+            // On an error the call goes on outside the gate; its exit gives nothing back.
+            self.admit()?;
+        }
+        Ok(())
     }
 
     /// Admission for a session without tickets, by the rule a pending step-out left (the
@@ -462,9 +555,15 @@ impl Session {
     }
 }
 
+/// Ends a step-out's bookkeeping: the session is shown outside again.
+fn finish_step_out(gate: &GateInner, sh: &SessionShared) {
+    sh.set_state(SessionState::Outside);
+    gate.registry.stepped_out.fetch_sub(1, Ordering::Relaxed);
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
-        self.end_statement();
+        self.end_statement_inner();
         self.gate.registry.retire(&self.sh);
     }
 }
@@ -526,7 +625,7 @@ impl<'s> Statement<'s> {
 
 impl Drop for Statement<'_> {
     fn drop(&mut self) {
-        self.session.end_statement();
+        self.session.end_statement_inner();
     }
 }
 
