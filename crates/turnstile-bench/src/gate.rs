@@ -7,6 +7,8 @@
 //! 3. **Load**: T threads in a closed loop, each running statements of C calls of W µs of CPU
 //!    work through a gate of limit L: throughput, wait p50/p99 (admissions that did not wait
 //!    count as 0), the most threads seen inside, context switches per admission.
+//! 4. **Async** ([`crate::async_gate`]): the async session beside `tokio::sync::Semaphore`,
+//!    uncontended and under a load of tasks.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -84,6 +86,8 @@ pub struct GateBenchConfig {
     pub reps: usize,
     /// Iterations per fast-path repetition.
     pub iters: u64,
+    /// Tasks in the async line's load (0 = no async line).
+    pub async_tasks: usize,
 }
 
 fn ser_variants<S: serde::Serializer>(v: &[Variant], s: S) -> Result<S::Ok, S::Error> {
@@ -110,6 +114,7 @@ impl GateBenchConfig {
             duration: Duration::from_millis(500),
             reps: 11,
             iters: 1_000_000,
+            async_tasks: 64,
         }
     }
 
@@ -145,6 +150,12 @@ impl GateBenchConfig {
         if let Some(&t) = self.threads.iter().find(|&&t| t > 16_384) {
             return Err(format!(
                 "{t} threads is more than this benchmark supports (16384)"
+            ));
+        }
+        if self.async_tasks > 16_384 {
+            return Err(format!(
+                "{} async tasks is more than this benchmark supports (16384)",
+                self.async_tasks
             ));
         }
         if self.calls == 0 {
@@ -246,6 +257,8 @@ pub struct GateBenchReport {
     pub fast_path: Vec<FastPath>,
     /// Load points.
     pub results: Vec<LoadResult>,
+    /// The async session beside `tokio::sync::Semaphore` (`null` when `async_tasks` is 0).
+    pub async_gate: Option<crate::async_gate::AsyncReport>,
 }
 
 /// The machine a report was measured on.
@@ -297,11 +310,13 @@ pub fn run(cfg: &GateBenchConfig, progress: &mut dyn FnMut(&str)) -> GateBenchRe
             results.push(measure_load(cfg, v, t));
         }
     }
+    let async_gate = (cfg.async_tasks > 0).then(|| crate::async_gate::run(cfg, progress));
     GateBenchReport {
         machine,
         config: cfg.clone(),
         fast_path,
         results,
+        async_gate,
     }
 }
 
@@ -594,6 +609,7 @@ mod tests {
             duration: Duration::from_millis(30),
             reps: 3,
             iters: 2_000,
+            async_tasks: 8,
             ..GateBenchConfig::full()
         }
     }
@@ -604,8 +620,13 @@ mod tests {
         cfg.validate().unwrap();
         let mut steps = 0;
         let r = run(&cfg, &mut |_| steps += 1);
-        assert_eq!(steps, 6 + 6 * 2);
+        assert_eq!(
+            steps,
+            6 + 6 * 2 + 2,
+            "fast paths, load points, the async line"
+        );
         assert_eq!(r.fast_path.len(), 6);
+        assert_eq!(r.async_gate.as_ref().map(|a| a.load.len()), Some(2));
         assert_eq!(r.results.len(), 12);
         for f in &r.fast_path {
             assert!(f.admission_ns > 0.0, "{f:?}");

@@ -3,8 +3,11 @@
 //!
 //! * [`gate`] — `turnstile bench gate`: fast-path costs and a synthetic closed-loop load for
 //!   every gate policy and the [`baseline::MutexCondvarSemaphore`] baseline.
+//! * [`async_gate`] — the async line of `bench gate`: the async session beside
+//!   `tokio::sync::Semaphore`.
 //! * [`live`] — the gates running now, for exporting metrics during long runs.
 
+pub mod async_gate;
 pub mod baseline;
 pub mod chart;
 pub mod gate;

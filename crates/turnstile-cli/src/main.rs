@@ -146,6 +146,10 @@ struct GateArgs {
     /// Repetitions of each fast-path measurement (the median is reported).
     #[arg(long)]
     reps: Option<usize>,
+    /// Tasks in the async line's load (the async session beside tokio's Semaphore, on a
+    /// multi-thread runtime with one worker per CPU); 0 skips the async line. Default 64.
+    #[arg(long)]
+    async_tasks: Option<usize>,
     /// Every second, write the Prometheus text of the gate(s) running now to this file, each
     /// labelled gate="<run>/<policy>/<setting>" (written to PATH.tmp, then renamed, so a reader
     /// never sees half a file); between runs and at the end it holds the last gate's final
@@ -179,6 +183,7 @@ impl GateArgs {
             c.duration = Duration::from_millis(ms);
         }
         c.reps = self.reps.unwrap_or(c.reps);
+        c.async_tasks = self.async_tasks.unwrap_or(c.async_tasks);
         c.validate()?;
         Ok(c)
     }
@@ -262,7 +267,8 @@ pub(crate) fn emit<T: serde::Serialize>(json: bool, value: &T, text: String) -> 
 fn bench_gate(args: &GateArgs) -> Result<(), String> {
     let cfg = args.config()?;
     let _metrics = metrics_file::start(args.metrics_file.as_deref())?;
-    let mut progress = Progress::new(cfg.variants.len() * (1 + cfg.threads.len()));
+    let async_steps = if cfg.async_tasks > 0 { 2 } else { 0 };
+    let mut progress = Progress::new(cfg.variants.len() * (1 + cfg.threads.len()) + async_steps);
     let report: GateBenchReport = gate_bench::run(&cfg, &mut |s| progress.step(s));
     progress.finish();
     emit(args.json, &report, table::gate_report(&report))

@@ -122,6 +122,32 @@ pub fn gate_report(r: &GateBenchReport) -> String {
             100.0 * p.cpu_sys
         );
     }
+    if let Some(a) = &r.async_gate {
+        let f = &a.fast_path;
+        let _ = writeln!(
+            s,
+            "\nAsync (tokio; the gate is classic with a zero sleep delay, queueing at once as the \
+             semaphore does):"
+        );
+        let _ = writeln!(
+            s,
+            "  uncontended admission+release, current-thread runtime (median of {} repetitions \
+             × {} iterations): turnstile async {:.2} ns, tokio Semaphore {:.2} ns ({:.2}x)",
+            c.reps, c.iters, f.gate_admission_ns, f.semaphore_admission_ns, f.gate_vs_semaphore
+        );
+        for l in &a.load {
+            let _ = writeln!(
+                s,
+                "  load, {} tasks on {} workers, limit {}: {:<16} {:>11.0} stmts/s, inside at most {}",
+                l.tasks, l.workers, l.limit, l.variant, l.throughput_per_s, l.max_inside
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  load throughput, turnstile async over tokio Semaphore: {:.2}x",
+            a.load_gate_vs_semaphore
+        );
+    }
     s
 }
 

@@ -241,7 +241,8 @@ impl Driver {
         }
     }
 
-    /// Signals a released waiter (called without the queue lock held).
+    /// Signals a released waiter (called without the queue lock held): notifies its condvar
+    /// (a thread session) and wakes its registered waker (an async session).
     pub(crate) fn deliver(&self, r: Release<Arc<SessionShared>>) {
         let mut w = lock(&r.waiter.wake);
         // Wait ids only grow. A delivery delayed past a later wait of the same session (its
@@ -252,8 +253,14 @@ impl Driver {
         }
         w.released = Some(r.id);
         w.handoff_ns = self.precise_ns();
+        // An async waiter's waker, woken after the lock is dropped (the woken task takes the
+        // same lock to see `released`). A thread waiter has none and waits on the condvar.
+        let waker = w.waker.take();
         drop(w);
         r.waiter.cv.notify_one();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 }
 

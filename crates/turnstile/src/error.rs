@@ -92,6 +92,14 @@ pub enum GateError {
     /// An explicit call out of order ([`crate::Session::enter`] and its siblings); nothing
     /// was changed.
     Misuse(Misuse),
+    /// An async session (feature `async`) was asked to sleep without a timer: the gate's
+    /// policy sleeps between checks (`polling`, `timer`, or `classic`/`flifo` with a non-zero
+    /// sleep delay) and the session was made without a sleeper. Make it with
+    /// `Gate::async_session_with_sleeper`, or give a queue policy a zero sleep delay.
+    NeedsTimer {
+        /// The gate's policy.
+        policy: crate::Policy,
+    },
 }
 
 /// A call sequence the explicit-call API of [`crate::Session`] refuses (the guard API makes
@@ -133,6 +141,12 @@ impl fmt::Display for GateError {
                 write!(f, "admission timed out after waiting {waited:?}")
             }
             GateError::Misuse(m) => write!(f, "misuse of the session: {m}"),
+            GateError::NeedsTimer { policy } => write!(
+                f,
+                "the {policy} policy sleeps between checks, and this async session has no \
+                 timer: make it with Gate::async_session_with_sleeper (or give a queue policy \
+                 a zero sleep delay)"
+            ),
         }
     }
 }

@@ -77,10 +77,15 @@ impl Gate {
 
     /// A new session with a label shown in status output (a connection id, a query name).
     pub fn named_session(&self, label: impl Into<String>) -> Session {
+        Session::new(self.inner.clone(), self.new_shared(label.into()))
+    }
+
+    /// A new session's monitoring record, listed in the registry.
+    pub(crate) fn new_shared(&self, label: String) -> Arc<SessionShared> {
         let id = self.inner.next_session.fetch_add(1, Ordering::Relaxed);
-        let shared = Arc::new(SessionShared::new(id, label.into()));
+        let shared = Arc::new(SessionShared::new(id, label));
         self.inner.registry.add(shared.clone());
-        Session::new(self.inner.clone(), shared)
+        shared
     }
 
     /// The configuration the gate was built with (the limit may have changed since: see
@@ -127,8 +132,13 @@ impl Gate {
     fn wake_sleepers(&self) {
         self.inner.raise_generation.fetch_add(1, Ordering::AcqRel);
         self.inner.registry.for_each(|s| {
-            drop(lock(&s.wake));
+            let waker = lock(&s.wake).waker.clone();
             s.cv.notify_one();
+            // An async sleeper registered its waker before checking the generation, under
+            // the same lock: it re-checks when woken.
+            if let Some(waker) = waker {
+                waker.wake();
+            }
         });
     }
 

@@ -11,6 +11,9 @@
 //!   and touches nothing shared, and the session keeps its slot between calls; the statement's
 //!   end force-exits. [`Call::step_out`] frees the slot around blocking work and always returns
 //!   the work's value; [`Call::resume`] re-enters.
+//! * `AsyncSession` (feature `async`) — the session of a task on any async runtime:
+//!   `enter().await` with the same tickets and policies, woken by the queue's hand-off, and
+//!   cancelled safely by dropping the future.
 //! * [`Gate::stats`] — cheap totals and gauges for monitoring (counters never decrease);
 //!   [`Gate::snapshot`] adds every session, printable as InnoDB-style text.
 //! * [`metrics`] — the stats as Prometheus text ([`GateStats::to_prometheus`]), and with the
@@ -31,6 +34,10 @@
 //!   "p999_ns", "buckets": [[low_ns, high_ns, count], …]}`, listing only non-empty buckets.
 //! * `metrics` — `metrics::publish` and `Gate::publish_metrics` through the
 //!   `metrics` facade crate (0.24), under the Prometheus text's names.
+//! * `async` — `AsyncSession` (`Gate::async_session`): the gate for tasks on any async
+//!   runtime, with `std` futures and wakers only (no runtime dependency). Queued enters are
+//!   woken by the hand-off; sleeping policies use a timer the caller supplies (`Sleeper`);
+//!   dropping a pending enter cancels it and passes on a slot handed to it.
 //!
 //! ## Example: a scan, and a row-lock wait
 //!
@@ -73,6 +80,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(all(feature = "async", not(loom)))]
+mod async_session;
 mod clock;
 mod config;
 mod driver;
@@ -90,6 +99,8 @@ mod serde_impl;
 mod session;
 mod sync;
 
+#[cfg(all(feature = "async", not(loom)))]
+pub use async_session::{AsyncCall, AsyncSession, Enter, SleepFuture, Sleeper};
 pub use config::{GateConfig, Policy, MAX_ADAPTIVE_SLEEP_DELAY, MAX_LIMIT, MAX_SLEEP_DELAY};
 pub use error::{ConfigError, GateError, Misuse, Unit};
 pub use gate::Gate;

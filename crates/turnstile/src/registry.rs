@@ -46,6 +46,10 @@ pub(crate) struct WakeState {
     pub(crate) released: Option<WaitId>,
     /// When that hand-off was made (gate clock, ns).
     pub(crate) handoff_ns: u64,
+    /// The waker of an async session's pending admission (feature `async`): a hand-off takes
+    /// and wakes it, a raise of the limit wakes it; the pending future re-registers it on
+    /// every poll. Always `None` for a thread session, which waits on `cv`.
+    pub(crate) waker: Option<std::task::Waker>,
 }
 
 impl SessionShared {

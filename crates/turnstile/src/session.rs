@@ -227,13 +227,8 @@ impl Session {
     /// Leaves for real: tickets to 0, the slot (if any) given back or handed to a waiter.
     fn leave(&mut self) {
         self.tickets.clear();
-        let Some(hold) = self.hold.take() else {
-            return;
-        };
-        self.sh.tickets.store(0, Ordering::Relaxed);
-        self.sh.set_state(SessionState::Outside);
-        if self.gate.driver.exit(hold) {
-            self.sh.bump(Counter::HandOffs);
+        if let Some(hold) = self.hold.take() {
+            give_back(&self.gate, &self.sh, hold);
         }
     }
 
@@ -449,22 +444,7 @@ impl Session {
     #[inline]
     fn admitted(&mut self, a: Admission, waited_ns: u64) {
         self.tickets.grant(&a);
-        self.sh.tickets.store(a.tickets, Ordering::Relaxed);
-        self.hold = Some(a.hold);
-        self.sh.set_state_now(SessionState::InCall);
-        match a.by {
-            AdmittedBy::Lifo => self.sh.bump(Counter::LifoAdmissions),
-            AdmittedBy::Forced => self.sh.bump(Counter::ForcedEntries),
-            AdmittedBy::Unchecked => self.sh.bump(Counter::UncheckedReentries),
-            AdmittedBy::Free | AdmittedBy::HandOff | AdmittedBy::Unlimited => {}
-        }
-        if waited_ns == 0 {
-            // The fast path: a count of its own, so the histogram's zeros never go backwards.
-            self.sh.bump(Counter::AdmissionsWithoutWait);
-        } else {
-            self.gate.registry.wait.record(waited_ns);
-        }
-        self.sh.bump(Counter::Admissions);
+        self.hold = Some(record_admission(&self.gate, &self.sh, a, waited_ns));
     }
 
     /// Takes a pending cancel, if any.
@@ -552,6 +532,43 @@ impl Session {
             // A hand-off may have chosen this wait in the same instant: then it is inside.
             Err(abort) => gate.driver.cancel_wait(id).ok_or(abort),
         }
+    }
+}
+
+/// Publishes an admission (state, tickets, counters, the wait histogram) for a thread or an
+/// async session, and returns what it holds. `waited_ns == 0`: it did not wait.
+#[inline]
+pub(crate) fn record_admission(
+    gate: &GateInner,
+    sh: &SessionShared,
+    a: Admission,
+    waited_ns: u64,
+) -> Hold {
+    sh.tickets.store(a.tickets, Ordering::Relaxed);
+    sh.set_state_now(SessionState::InCall);
+    match a.by {
+        AdmittedBy::Lifo => sh.bump(Counter::LifoAdmissions),
+        AdmittedBy::Forced => sh.bump(Counter::ForcedEntries),
+        AdmittedBy::Unchecked => sh.bump(Counter::UncheckedReentries),
+        AdmittedBy::Free | AdmittedBy::HandOff | AdmittedBy::Unlimited => {}
+    }
+    if waited_ns == 0 {
+        // The fast path: a count of its own, so the histogram's zeros never go backwards.
+        sh.bump(Counter::AdmissionsWithoutWait);
+    } else {
+        gate.registry.wait.record(waited_ns);
+    }
+    sh.bump(Counter::Admissions);
+    a.hold
+}
+
+/// Gives back a session's hold for real (tickets already cleared by the caller): the session
+/// is shown outside, and a hand-off the exit made is counted.
+pub(crate) fn give_back(gate: &GateInner, sh: &SessionShared, hold: Hold) {
+    sh.tickets.store(0, Ordering::Relaxed);
+    sh.set_state(SessionState::Outside);
+    if gate.driver.exit(hold) {
+        sh.bump(Counter::HandOffs);
     }
 }
 
