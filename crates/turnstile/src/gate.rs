@@ -131,15 +131,20 @@ impl Gate {
     /// sees the new generation at its check, or is already waiting when the notify comes.
     fn wake_sleepers(&self) {
         self.inner.raise_generation.fetch_add(1, Ordering::AcqRel);
+        let mut wakers = Vec::new();
         self.inner.registry.for_each(|s| {
-            let waker = lock(&s.wake).waker.clone();
-            s.cv.notify_one();
             // An async sleeper registered its waker before checking the generation, under
             // the same lock: it re-checks when woken.
-            if let Some(waker) = waker {
-                waker.wake();
+            if let Some(waker) = lock(&s.wake).waker.clone() {
+                wakers.push(waker);
             }
+            s.cv.notify_one();
         });
+        // Woken once the registry lock is released: a waker may run arbitrary executor code,
+        // which must not find the gate's registry held (it might create a session).
+        for waker in wakers {
+            waker.wake();
+        }
     }
 
     /// Totals and gauges now: cheap (one pass over the sessions' counters under the registry
