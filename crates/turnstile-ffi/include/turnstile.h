@@ -40,7 +40,7 @@ typedef enum {
     TS_ERR_NULL = -1,
     // Unknown policy name (expected classic, polling, timer, flifo or unlimited).
     TS_ERR_POLICY = -2,
-    // A setting out of range (limit 0..=1000).
+    // A setting out of range (limit 0..=1000, tickets at least 1).
     TS_ERR_CONFIG = -3,
     // The session's wait timeout (`ts_set_wait_timeout_us`) expired before admission.
     TS_ERR_TIMEOUT = -4,
@@ -220,7 +220,8 @@ extern "C" {
 //   another name `TS_ERR_POLICY`.
 // * `limit`: threads inside at once, 0..=1000 (0 = unlimited); otherwise `TS_ERR_CONFIG`.
 // * `tickets`: enters allowed after an admission before the session must be admitted again
-//   (InnoDB's `innodb_concurrency_tickets`; 500 is InnoDB's default).
+//   (InnoDB's `innodb_concurrency_tickets`; 500 is InnoDB's default), at least 1; 0 gives
+//   `TS_ERR_CONFIG`.
 // * `status`: if not NULL, receives `TS_OK` or the error.
 //
 // The sleep delays are InnoDB's defaults (10 ms before queueing or between polls).

@@ -54,3 +54,17 @@ fn a_cancel_no_wait_consumed_is_dropped_at_the_statement_end() {
         ts_gate_free(g);
     }
 }
+
+/// `tickets` 0 is refused with `TS_ERR_CONFIG`, and the status's documentation and message say
+/// which settings that covers (they named only the limit's range).
+#[test]
+fn zero_tickets_is_a_config_error_that_strerror_names() {
+    let mut st = 12345;
+    // SAFETY: a NUL-terminated policy name and a writable status.
+    let g = unsafe { ts_gate_new(c"classic".as_ptr(), 4, 0, &mut st) };
+    assert!(g.is_null());
+    assert_eq!(st, ts_status::TS_ERR_CONFIG as i32);
+    // SAFETY: ts_strerror returns a static NUL-terminated string.
+    let msg = unsafe { CStr::from_ptr(ts_strerror(st)) }.to_str().unwrap();
+    assert!(msg.contains("tickets"), "TS_ERR_CONFIG's message: {msg:?}");
+}
