@@ -40,7 +40,7 @@ typedef enum {
     TS_ERR_NULL = -1,
     // Unknown policy name (expected classic, polling, timer, flifo or unlimited).
     TS_ERR_POLICY = -2,
-    // A setting out of range (limit 0..=1000).
+    // A setting out of range (limit 0..=1000, tickets at least 1).
     TS_ERR_CONFIG = -3,
     // The session's wait timeout (`ts_set_wait_timeout_us`) expired before admission.
     TS_ERR_TIMEOUT = -4,
@@ -220,7 +220,8 @@ extern "C" {
 //   another name `TS_ERR_POLICY`.
 // * `limit`: threads inside at once, 0..=1000 (0 = unlimited); otherwise `TS_ERR_CONFIG`.
 // * `tickets`: enters allowed after an admission before the session must be admitted again
-//   (InnoDB's `innodb_concurrency_tickets`; 500 is InnoDB's default).
+//   (InnoDB's `innodb_concurrency_tickets`; 500 is InnoDB's default), at least 1; 0 gives
+//   `TS_ERR_CONFIG`.
 // * `status`: if not NULL, receives `TS_OK` or the error.
 //
 // The sleep delays are InnoDB's defaults (10 ms before queueing or between polls).
@@ -375,7 +376,8 @@ int ts_set_wait_timeout_us(ts_session *s, uint64_t timeout_us);
 // Cancels the session's current wait to enter (like `KILL QUERY`): that `ts_enter` (or
 // `ts_wait_end`) returns `TS_ERR_CANCELLED`. If the session is not waiting, its next wait in
 // the current statement is cancelled; a cancel no wait consumed is dropped at the statement's
-// end. Safe to call from any thread, also while another thread is in a call on the session.
+// end (`ts_force_exit`). Safe to call from any thread, also while another thread is in a call
+// on the session.
 //
 // # Safety
 // `s` is NULL or a live session (not freed, and not being freed, during this call).

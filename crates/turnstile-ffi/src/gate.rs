@@ -34,7 +34,8 @@ pub(crate) unsafe fn utf8<'a>(s: *const c_char) -> Result<&'a str, ts_status> {
 ///   another name `TS_ERR_POLICY`.
 /// * `limit`: threads inside at once, 0..=1000 (0 = unlimited); otherwise `TS_ERR_CONFIG`.
 /// * `tickets`: enters allowed after an admission before the session must be admitted again
-///   (InnoDB's `innodb_concurrency_tickets`; 500 is InnoDB's default).
+///   (InnoDB's `innodb_concurrency_tickets`; 500 is InnoDB's default), at least 1; 0 gives
+///   `TS_ERR_CONFIG`.
 /// * `status`: if not NULL, receives `TS_OK` or the error.
 ///
 /// The sleep delays are InnoDB's defaults (10 ms before queueing or between polls).

@@ -299,7 +299,8 @@ pub unsafe extern "C" fn ts_set_wait_timeout_us(s: *mut ts_session, timeout_us: 
 /// Cancels the session's current wait to enter (like `KILL QUERY`): that `ts_enter` (or
 /// `ts_wait_end`) returns `TS_ERR_CANCELLED`. If the session is not waiting, its next wait in
 /// the current statement is cancelled; a cancel no wait consumed is dropped at the statement's
-/// end. Safe to call from any thread, also while another thread is in a call on the session.
+/// end (`ts_force_exit`). Safe to call from any thread, also while another thread is in a call
+/// on the session.
 ///
 /// # Safety
 /// `s` is NULL or a live session (not freed, and not being freed, during this call).

@@ -23,7 +23,7 @@ pub enum ts_status {
     TS_ERR_NULL = -1,
     /// Unknown policy name (expected classic, polling, timer, flifo or unlimited).
     TS_ERR_POLICY = -2,
-    /// A setting out of range (limit 0..=1000).
+    /// A setting out of range (limit 0..=1000, tickets at least 1).
     TS_ERR_CONFIG = -3,
     /// The session's wait timeout (`ts_set_wait_timeout_us`) expired before admission.
     TS_ERR_TIMEOUT = -4,
@@ -109,7 +109,9 @@ impl ts_status {
             ts_status::TS_ERR_POLICY => {
                 c"unknown gate policy: expected classic, polling, timer, flifo or unlimited"
             }
-            ts_status::TS_ERR_CONFIG => c"setting out of range (limit: 0..=1000)",
+            ts_status::TS_ERR_CONFIG => {
+                c"setting out of range (limit: 0..=1000, tickets: at least 1)"
+            }
             ts_status::TS_ERR_TIMEOUT => c"admission timed out",
             ts_status::TS_ERR_CANCELLED => c"admission cancelled",
             ts_status::TS_ERR_NESTED_ENTER => c"enter while a call is already in progress",

@@ -317,9 +317,14 @@ impl Session {
     }
 
     /// Ends the statement: force exit (tickets to 0, the slot freed or handed on), and ends
-    /// any call or declared wait still open. Always succeeds.
+    /// any call or declared wait still open, and drops a cancel no wait consumed (as the next
+    /// [`Session::begin`] does for the guard API: the explicit calls have no `begin`, so this is
+    /// their statement boundary). Always succeeds.
     pub fn end_statement(&mut self) {
         self.end_statement_inner();
+        if self.sh.cancel.load(Ordering::Relaxed) {
+            self.sh.cancel.store(false, Ordering::Relaxed);
+        }
     }
 
     /// Declares a blocking wait (a row lock, disk I/O, the commit mutex): leaves the gate for
