@@ -129,17 +129,25 @@ impl Gate {
     /// before each wait; this bumps it after the new limit is stored and then takes every
     /// session's wake lock to notify. So a sleeper either decided under the new limit, or
     /// sees the new generation at its check, or is already waiting when the notify comes.
+    ///
+    /// An async sleeper's waker is read under its wake lock here but woken only after the
+    /// registry lock is released, as `Driver::deliver` does: a waker is foreign code (an
+    /// inline executor may run the task at once, and the task may drop its session or make
+    /// one, both of which take the registry lock).
     fn wake_sleepers(&self) {
         self.inner.raise_generation.fetch_add(1, Ordering::AcqRel);
+        let mut wakers = Vec::new();
         self.inner.registry.for_each(|s| {
-            let waker = lock(&s.wake).waker.clone();
-            s.cv.notify_one();
             // An async sleeper registered its waker before checking the generation, under
             // the same lock: it re-checks when woken.
-            if let Some(waker) = waker {
-                waker.wake();
+            if let Some(waker) = lock(&s.wake).waker.clone() {
+                wakers.push(waker);
             }
+            s.cv.notify_one();
         });
+        for waker in wakers {
+            waker.wake();
+        }
     }
 
     /// Totals and gauges now: cheap (one pass over the sessions' counters under the registry
