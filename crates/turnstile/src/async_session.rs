@@ -650,6 +650,9 @@ mod tests {
             !probe.under_registry_lock.load(Ordering::SeqCst),
             "the sleeper's waker ran under the registry lock"
         );
-        assert!(Pin::new(&mut fb).poll(&mut cx).is_ready(), "b re-checks and enters");
+        assert!(
+            Pin::new(&mut fb).poll(&mut cx).is_ready(),
+            "b re-checks and enters"
+        );
     }
 }
