@@ -591,3 +591,68 @@ impl Drop for AsyncCall<'_> {
         self.session.exit_call();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{GateConfig, Policy};
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::task::Wake;
+
+    /// A waker that records whether the gate's live-session lock was held when it was woken
+    /// (the test is single-threaded, so a held lock is held by the waking call itself).
+    struct Probe {
+        gate: Arc<GateInner>,
+        wakes: AtomicUsize,
+        under_registry_lock: AtomicBool,
+    }
+
+    impl Wake for Probe {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &Arc<Self>) {
+            if self.gate.registry.live_is_locked() {
+                self.under_registry_lock.store(true, Ordering::SeqCst);
+            }
+            self.wakes.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A raise wakes an async sleeper, whose waker is foreign code (an inline executor may
+    /// poll the task right there, and the task may drop its session or make a new one, both
+    /// of which take the registry lock): it must not run under the registry lock, or that
+    /// task deadlocks the raising thread. `Driver::deliver` already wakes outside every lock.
+    #[test]
+    fn a_raise_wakes_async_sleepers_outside_the_registry_lock() {
+        let gate = Gate::new(GateConfig::new(Policy::Polling).limit(1).tickets(1)).unwrap();
+        let never = Sleeper::new(|_| Box::pin(std::future::pending()) as SleepFuture);
+        let mut a = gate.async_session_with_sleeper("a", never.clone());
+        let mut b = gate.async_session_with_sleeper("b", never);
+        let probe = Arc::new(Probe {
+            gate: gate.inner.clone(),
+            wakes: AtomicUsize::new(0),
+            under_registry_lock: AtomicBool::new(false),
+        });
+        let waker = Waker::from(probe.clone());
+        let mut cx = Context::from_waker(&waker);
+        {
+            let mut fa = a.enter();
+            assert!(Pin::new(&mut fa).poll(&mut cx).is_ready(), "room for a");
+        }
+        let mut fb = b.enter();
+        assert!(Pin::new(&mut fb).poll(&mut cx).is_pending(), "b sleeps");
+        assert_eq!(gate.stats().sleeping, 1);
+        gate.set_limit(2).unwrap();
+        assert_eq!(probe.wakes.load(Ordering::SeqCst), 1, "the raise wakes b");
+        assert!(
+            !probe.under_registry_lock.load(Ordering::SeqCst),
+            "the sleeper's waker ran under the registry lock"
+        );
+        assert!(
+            Pin::new(&mut fb).poll(&mut cx).is_ready(),
+            "b re-checks and enters"
+        );
+    }
+}

@@ -206,6 +206,16 @@ impl Registry {
         }
     }
 
+    /// The live-session lock is held now (by anyone): lets a test's waker see whether it is
+    /// woken under it.
+    #[cfg(all(test, feature = "async", not(loom)))]
+    pub(crate) fn live_is_locked(&self) -> bool {
+        matches!(
+            self.live.try_lock(),
+            Err(std::sync::TryLockError::WouldBlock)
+        )
+    }
+
     /// The wait histogram with the admissions that did not wait added as zeros.
     pub(crate) fn wait_histogram(&self, counters: &[u64; N_COUNTERS]) -> HistogramSnapshot {
         let mut h = self.wait.snapshot();
