@@ -3,49 +3,16 @@
 //! and the refusal without one.
 #![cfg(feature = "async")]
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use turnstile::{
     AsyncSession, Gate, GateConfig, GateError, Policy, SessionState, SleepFuture, Sleeper,
 };
 
-/// A waker that counts its wakes.
-#[derive(Default)]
-struct Count(AtomicUsize);
-
-impl Wake for Count {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-struct Task {
-    count: Arc<Count>,
-    waker: Waker,
-}
-
-impl Task {
-    fn new() -> Task {
-        let count = Arc::new(Count::default());
-        Task {
-            waker: count.clone().into(),
-            count,
-        }
-    }
-
-    fn wakes(&self) -> usize {
-        self.count.0.load(Ordering::SeqCst)
-    }
-
-    fn poll<F: Future + Unpin>(&self, f: &mut F) -> Poll<F::Output> {
-        Pin::new(f).poll(&mut Context::from_waker(&self.waker))
-    }
-}
+#[path = "common/manual_waker.rs"]
+mod manual_waker;
+use manual_waker::Task;
 
 fn queue_gate(policy: Policy, limit: u32, tickets: u32) -> Gate {
     Gate::new(

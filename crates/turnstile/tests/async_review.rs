@@ -6,44 +6,15 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use turnstile::{AsyncSession, Gate, GateConfig, Policy, SessionState, SleepFuture, Sleeper};
 
-#[derive(Default)]
-struct Count(AtomicUsize);
-
-impl Wake for Count {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-struct Task {
-    count: Arc<Count>,
-    waker: Waker,
-}
-
-impl Task {
-    fn new() -> Task {
-        let count = Arc::new(Count::default());
-        Task {
-            waker: count.clone().into(),
-            count,
-        }
-    }
-
-    fn wakes(&self) -> usize {
-        self.count.0.load(Ordering::SeqCst)
-    }
-
-    fn poll<F: Future + Unpin>(&self, f: &mut F) -> Poll<F::Output> {
-        Pin::new(f).poll(&mut Context::from_waker(&self.waker))
-    }
-}
+#[path = "common/manual_waker.rs"]
+mod manual_waker;
+use manual_waker::Task;
 
 fn never_sleeper() -> Sleeper {
     Sleeper::new(|_| Box::pin(std::future::pending()) as SleepFuture)
