@@ -1,4 +1,9 @@
-//! The simulated machine's parameters, each with its default and the reason for it.
+//! The simulated machine's parameters, each with its default and the source of that default.
+//!
+//! The defaults are the development VM's calibration (`turnstile calibrate`, 2 vCPUs, recorded
+//! in `docs/results/calibration/`) for everything a machine measures, and cited values for the
+//! scheduler's settings. `turnstile calibrate --out FILE` writes a `[machine]` table of exactly
+//! these fields for the machine it runs on; `turnstile sim … --machine FILE` loads it.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,32 +18,49 @@ pub enum Distribution {
 }
 
 /// An N-core machine.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MachineConfig {
     /// Cores.
     pub cores: u32,
     /// Time slice, ns: a thread with CPU work left is preempted after this long if another is
-    /// runnable. Default 4 ms: CFS's `sched_latency` (24 ms) split among a handful of runnable
-    /// threads, and a common `HZ=250` tick. `0` = run to completion (FCFS).
+    /// runnable. Default 4 ms: not measured — Linux CFS's minimum granularity scaled for a
+    /// small machine (`sched_min_granularity_ns` 0.75 ms × (1 + log2 cores), and `HZ=250`'s
+    /// 4 ms tick, which is when a CPU-bound thread is actually preempted). `0` = run to
+    /// completion (FCFS).
     pub time_slice_ns: u64,
-    /// CPU time a core loses switching threads, ns. Default 3 µs: a Linux context switch on
-    /// the seeds' era of hardware (direct cost 1–2 µs plus cache refill).
+    /// CPU time a core loses at each switch to another thread, with a small working set, ns:
+    /// `turnstile calibrate`'s ping-pong of two threads pinned to one CPU through futexes,
+    /// per switch.
     pub context_switch_ns: u64,
-    /// Base latency from a thread being signalled to it being runnable, ns. Default 20 µs:
-    /// futex wake to running on an idle core, as measured by `turnstile bench gate`'s hand-off
-    /// wake-up latency at low thread counts (4–6 µs) plus IPI and idle-exit costs on servers.
+    /// Extra CPU time a thread loses after a switch when its working set was evicted by the
+    /// thread that ran in between, ns: `turnstile calibrate`'s ping-pong again, each thread
+    /// touching a working set the size of the per-core cache share between switches, minus
+    /// the small-set figure and the touching itself. Charged when a core switches to a
+    /// thread other than the one it ran last.
+    pub cache_refill_ns: u64,
+    /// Latency from a thread being signalled (futex wake) to it running on an idle core, ns:
+    /// `turnstile calibrate`'s futex wake-up latency with no other runnable thread.
     pub wake_base_ns: u64,
-    /// Extra wake-up latency per runnable thread per core, ns. Default 50 µs: the scheduler
-    /// must run the others' slices first; seed 001 saw "threads took too long to begin
-    /// running" with 1000+ threads, and `bench gate` measured 5 µs → 380 µs between 16 and
-    /// 1024 threads on 2 cores.
+    /// Extra wake-up latency per runnable thread per core, ns: the slope of
+    /// `turnstile calibrate`'s futex wake-up latency against busy threads per core. It stands
+    /// for the scheduler's own work (enqueue, wake-up preemption checks); the time a woken
+    /// thread waits for a core behind others is the run queue's, not this.
     pub wake_per_runnable_ns: u64,
     /// Distribution of the wake-up latency around its mean.
     pub wake_distribution: Distribution,
-    /// Slack added to every timed sleep, ns. Default 60 µs: Linux's default `timer_slack_ns`
-    /// (50 µs) plus timer interrupt latency.
+    /// Overshoot of a timed sleep beyond its asked length, on an idle machine, ns:
+    /// `turnstile calibrate`'s `nanosleep` of 1 ms and 10 ms. It includes the wake-up of the
+    /// sleeper, so a timed wake-up pays this instead of `wake_base_ns`; both pay the
+    /// per-runnable part.
     pub timer_slack_ns: u64,
+    /// CPU cost of a `sched_yield` that finds nobody else to run, ns: `turnstile calibrate`.
+    pub yield_ns: u64,
+    /// Serial time per acquisition of a contended pthread mutex with a tiny critical section,
+    /// ns: `turnstile calibrate`'s threads (one per core) hammering one `pthread_mutex_t`.
+    /// The simulator charges it, holding the gate's own mutex, for every decision of a gate
+    /// that has one (InnoDB 5.0–5.5's `srv_conc_mutex`: `classic` and `flifo`).
+    pub mutex_handoff_ns: u64,
 }
 
 impl Default for MachineConfig {
@@ -47,10 +69,13 @@ impl Default for MachineConfig {
             cores: 8,
             time_slice_ns: 4_000_000,
             context_switch_ns: 3_000,
+            cache_refill_ns: 0,
             wake_base_ns: 20_000,
-            wake_per_runnable_ns: 50_000,
+            wake_per_runnable_ns: 1_500,
             wake_distribution: Distribution::Exponential,
             timer_slack_ns: 60_000,
+            yield_ns: 500,
+            mutex_handoff_ns: 0,
         }
     }
 }
@@ -62,10 +87,13 @@ impl MachineConfig {
             cores,
             time_slice_ns: 0,
             context_switch_ns: 0,
+            cache_refill_ns: 0,
             wake_base_ns: 0,
             wake_per_runnable_ns: 0,
             wake_distribution: Distribution::Fixed,
             timer_slack_ns: 0,
+            yield_ns: 0,
+            mutex_handoff_ns: 0,
         }
     }
 
@@ -73,6 +101,21 @@ impl MachineConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.cores == 0 || self.cores > 4096 {
             return Err(format!("cores = {} is out of range: 1..=4096", self.cores));
+        }
+        const MAX: u64 = 10_000_000_000;
+        for (name, v) in [
+            ("time_slice_ns", self.time_slice_ns),
+            ("context_switch_ns", self.context_switch_ns),
+            ("cache_refill_ns", self.cache_refill_ns),
+            ("wake_base_ns", self.wake_base_ns),
+            ("wake_per_runnable_ns", self.wake_per_runnable_ns),
+            ("timer_slack_ns", self.timer_slack_ns),
+            ("yield_ns", self.yield_ns),
+            ("mutex_handoff_ns", self.mutex_handoff_ns),
+        ] {
+            if v > MAX {
+                return Err(format!("{name} = {v} ns is over 10 s: not a machine"));
+            }
         }
         Ok(())
     }
