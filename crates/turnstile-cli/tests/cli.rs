@@ -430,6 +430,121 @@ fn sim_scenarios_run_with_json_and_a_toml_config() {
 }
 
 #[test]
+fn sim_oltp_and_timer_json_carry_the_fidelity_fields_and_load_a_calibration() {
+    let dir = temp("sim-fidelity");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cal = dir.join("machine.toml");
+    std::fs::write(
+        &cal,
+        "[machine]\ncores = 16\ncontext_switch_ns = 2000\ncache_refill_ns = 5000\nmutex_handoff_ns = 250\n[measured]\nnote = \"ignored\"\n",
+    )
+    .unwrap();
+    let real = dir.join("real.json");
+    std::fs::write(
+        &real,
+        r#"{"runs":[{"policy":"classic","threads":4,"tps":50.0,"cs_per_txn":10.0}]}"#,
+    )
+    .unwrap();
+    let out = turnstile(&[
+        "sim",
+        "oltp",
+        "--quick",
+        "--json",
+        "--machine",
+        cal.to_str().unwrap(),
+        "--cores",
+        "2",
+        "--threads",
+        "1,4",
+        "--policies",
+        "classic,polling",
+        "--compare",
+        real.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The calibration's parameters, the command line's cores.
+    assert_eq!(v["params"]["machine"]["cores"], 2);
+    assert_eq!(v["params"]["machine"]["mutex_handoff_ns"], 250);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for r in runs {
+        for key in [
+            "policy",
+            "threads",
+            "tps",
+            "cs_per_txn",
+            "admissions_per_txn",
+            "trace_hash",
+            "starved_clients",
+            "idle_pct",
+            "little_err",
+        ] {
+            assert!(!r[key].is_null(), "missing {key} in {r}");
+        }
+    }
+    assert_eq!(runs[0]["row_send"], "force-exit");
+    assert_eq!(runs[0]["gate_mutex"], true);
+    assert_eq!(runs[2]["gate_mutex"], false, "polling has no mutex");
+
+    let out = turnstile(&["sim", "timer", "--quick", "--json", "--threads", "32"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["points"][0];
+    for side in ["mutex_gate", "timer_gate"] {
+        for key in [
+            "policy",
+            "threads",
+            "tps",
+            "cs_per_txn",
+            "admissions_per_txn",
+        ] {
+            assert!(!p[side][key].is_null(), "missing {side}.{key}");
+        }
+    }
+    assert!(p["gain_pct"].is_number());
+
+    // --seeds is honoured everywhere: one report per seed.
+    let cfg = dir.join("pileup.toml");
+    std::fs::write(&cfg, "tables = [4]\nseconds = 0.5\n").unwrap();
+    let out = turnstile(&[
+        "sim",
+        "pileup",
+        "--json",
+        "--seeds",
+        "2",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v.as_array().map(|a| a.len()), Some(2));
+
+    // Flags a scenario does not use are refused, not ignored.
+    let out = turnstile(&["sim", "pileup", "--policies", "classic"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--policies applies to `sim oltp` only"));
+    let out = turnstile(&["sim", "oltp", "--machine", real.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a calibration"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn sim_bad_config_exits_2_naming_the_problem() {
     let dir = temp("sim-bad");
     std::fs::create_dir_all(&dir).unwrap();

@@ -2,6 +2,15 @@
 //! FIFO mutexes, sleeps, and the gate — driven through the library's own policy cores
 //! (`turnstile::policy`), so the simulator runs the same decisions as the real gate.
 //!
+//! The scheduler: a woken thread (signalled, or its timed sleep over) queues ahead of threads
+//! preempted at the end of their slice, as CFS's sleeper credit places it, unless a preempted
+//! thread has waited a whole scheduling period ([`SCHED_LATENCY_NS`]); a `sched_yield` lets the
+//! threads already waiting for a core (up to one per core) run first. Every switch costs the
+//! core `context_switch_ns`, plus `cache_refill_ns` when the core last ran another thread.
+//! A gate with a mutex of its own (InnoDB 5.0–5.5's `srv_conc_mutex`, a barging pthread mutex:
+//! `classic` and `flifo`) takes it for every decision — an admission, a woken waiter taking
+//! its slot, an exit that leaves — holding it for `mutex_handoff_ns` of CPU.
+//!
 //! Threads run *programs* ([`Program`]) that yield one [`Op`] at a time. Operations that
 //! cannot block (a ticket re-entry, an uncontended admission, an exit, an unlock) are applied
 //! inline; CPU work, sleeps, queue waits, disk I/O and mutex waits become events in virtual
@@ -15,7 +24,7 @@ use std::time::Duration;
 use turnstile::policy::{
     Admission, AdmittedBy, Attempt, Core, Hold, HoldKind, Step, Tickets, WaitId,
 };
-use turnstile::GateConfig;
+use turnstile::{GateConfig, Policy};
 
 use crate::machine::{Distribution, MachineConfig};
 use crate::rng::Rng;
@@ -32,7 +41,8 @@ pub enum Op {
     Enter,
     /// Exit after a call (keeps the slot while tickets remain).
     Exit,
-    /// Statement end: force exit.
+    /// Statement end, or a row sent to the client under MySQL 5.0/5.1's server layer: force
+    /// exit (tickets to 0, the slot given back).
     EndStatement,
     /// A disk request of this service time, ns (FIFO queue, one request at a time).
     Disk(u64),
@@ -91,7 +101,30 @@ pub struct GateCounts {
     pub forced: u64,
     /// Sum of hand-off latencies (signal to running), ns.
     pub handoff_latency_sum: f64,
+    /// Acquisitions of the gate's own mutex.
+    pub mutex_acquisitions: u64,
+    /// Acquisitions that found the gate's mutex taken and slept on it.
+    pub mutex_waits: u64,
+    /// Yields.
+    pub yields: u64,
 }
+
+/// What a woken or running thread does next with the gate, under its mutex if it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GateAction {
+    /// Ask for admission.
+    Enter,
+    /// Take the slot a hand-off gave (the end of a queue wait).
+    Finish(WaitId),
+    /// Leave (tickets spent, statement end, a row sent).
+    Exit,
+}
+
+/// CFS's scheduling period on an 8-core machine: `sched_latency_ns` = 6 ms × (1 + log2 8)
+/// (kernel/sched/fair.c, `sysctl_sched_latency` scaled by `sched_tunable_scaling`). Within it
+/// every runnable thread gets a turn, so a thread preempted at the end of its slice is not
+/// passed by woken threads for longer than this.
+pub const SCHED_LATENCY_NS: u64 = 24_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resume {
@@ -103,6 +136,10 @@ enum Resume {
     FinishWait(WaitId),
     /// Continue CPU work already started.
     Cpu,
+    /// Try to take the gate's mutex for the pending [`GateAction`].
+    GateMutex,
+    /// The gate mutex's critical section ran: decide the pending action, then unlock.
+    GateCritical,
 }
 
 struct Thread {
@@ -112,6 +149,10 @@ struct Thread {
     hold: Option<Hold>,
     attempt: Attempt,
     resume: Resume,
+    /// What to do when the current CPU burst ends.
+    after_cpu: Resume,
+    /// The gate action waiting for the gate's mutex.
+    pending: Option<GateAction>,
     cpu_left: u64,
     begun_at: u64,
     signalled_at: u64,
@@ -163,9 +204,18 @@ pub struct Sim {
     gate: Core<Tid>,
     threads: Vec<Thread>,
     cores: Vec<Option<Tid>>,
+    /// The thread each core ran last (a switch to another pays the cache refill).
+    last_ran: Vec<Option<Tid>>,
     /// Time left in the running thread's slice, per core (reset at each dispatch).
     slice_left: Vec<u64>,
-    runq: VecDeque<Tid>,
+    /// Threads woken (signalled or out of a timed sleep), waiting for a core, with the time
+    /// they queued.
+    runq_woken: VecDeque<(Tid, u64)>,
+    /// Threads preempted at the end of their slice, waiting for a core.
+    runq: VecDeque<(Tid, u64)>,
+    /// The gate's own mutex (InnoDB's `srv_conc_mutex`), if the gate has one: its holder and
+    /// the threads asleep on it (woken one at a time; a woken one must try again: barging).
+    gate_mutex: Option<(Option<Tid>, VecDeque<Tid>)>,
     disk: VecDeque<(Tid, u64)>,
     mutexes: Vec<(Option<Tid>, VecDeque<Tid>)>,
     /// Events processed.
@@ -176,6 +226,17 @@ pub struct Sim {
     pub kinds: Vec<KindStats>,
     /// Virtual time of each thread's last `Done`, ns.
     pub done_at: Vec<u64>,
+    /// Completions per thread since the last reset.
+    pub done_per_thread: Vec<u64>,
+    /// Context switches since the last reset: a thread leaving a core (blocked, preempted,
+    /// yielded to another).
+    pub switches: u64,
+    /// Core time spent switching (direct cost and cache refill) since the last reset, ns.
+    pub switch_ns: u64,
+    /// Time-integral of busy cores since the last reset, ns·cores.
+    busy_area: f64,
+    busy_now: u32,
+    busy_last: u64,
     /// Gate counters.
     pub gate_counts: GateCounts,
     /// Time-integral of threads in system (between Begin and Done), ns·threads.
@@ -197,16 +258,21 @@ impl Sim {
         machine.validate()?;
         gate.validate().map_err(|e| e.to_string())?;
         let g = Core::new(&gate);
+        let has_mutex = matches!(gate.policy, Policy::Classic | Policy::Flifo);
         Ok(Sim {
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
             rng: Rng::new(seed),
             cores: vec![None; machine.cores as usize],
+            last_ran: vec![None; machine.cores as usize],
             slice_left: vec![0; machine.cores as usize],
+            gate_mutex: (has_mutex && machine.mutex_handoff_ns > 0)
+                .then(|| (None, VecDeque::new())),
             m: machine,
             gate: g,
             threads: Vec::new(),
+            runq_woken: VecDeque::new(),
             runq: VecDeque::new(),
             disk: VecDeque::new(),
             mutexes: Vec::new(),
@@ -214,6 +280,12 @@ impl Sim {
             trace_hash: 0xcbf2_9ce4_8422_2325,
             kinds: Vec::new(),
             done_at: Vec::new(),
+            done_per_thread: Vec::new(),
+            switches: 0,
+            switch_ns: 0,
+            busy_area: 0.0,
+            busy_now: 0,
+            busy_last: 0,
             gate_counts: GateCounts::default(),
             in_system_area: 0.0,
             in_system: 0,
@@ -235,6 +307,8 @@ impl Sim {
             hold: None,
             attempt: Attempt::new(false),
             resume: Resume::Advance,
+            after_cpu: Resume::Advance,
+            pending: None,
             cpu_left: 0,
             begun_at: 0,
             signalled_at: 0,
@@ -243,6 +317,7 @@ impl Sim {
             begin_on_ready: false,
         });
         self.done_at.push(0);
+        self.done_per_thread.push(0);
         self.make_runnable(tid);
         tid
     }
@@ -255,14 +330,35 @@ impl Sim {
         &mut self.mutexes[n]
     }
 
+    /// Cores.
+    pub fn cores(&self) -> u32 {
+        self.m.cores
+    }
+
     /// Virtual time now, ns.
     pub fn now(&self) -> u64 {
         self.now
     }
 
+    /// Turns the gate's own mutex on or off (by default on for `classic` and `flifo`, whose
+    /// InnoDB versions had `srv_conc_mutex`, when `mutex_handoff_ns` > 0): for ablations.
+    pub fn set_gate_mutex(&mut self, on: bool) {
+        self.gate_mutex = on.then(|| (None, VecDeque::new()));
+    }
+
+    /// Whether the gate decides under a mutex of its own.
+    pub fn has_gate_mutex(&self) -> bool {
+        self.gate_mutex.is_some()
+    }
+
     /// Clears completion statistics and restarts the time integrals (end of warm-up).
     pub fn reset_stats(&mut self) {
         self.kinds.clear();
+        self.done_per_thread.iter_mut().for_each(|d| *d = 0);
+        self.switches = 0;
+        self.switch_ns = 0;
+        self.busy_area = 0.0;
+        self.busy_last = self.now;
         self.gate_counts = GateCounts::default();
         self.in_system_area = 0.0;
         self.last_change = self.now;
@@ -293,6 +389,18 @@ impl Sim {
     fn account_in_system(&mut self) {
         self.in_system_area += self.in_system as f64 * (self.now - self.last_change) as f64;
         self.last_change = self.now;
+    }
+
+    /// Fraction of core time busy (running or switching) since the last reset.
+    pub fn busy_fraction(&mut self) -> f64 {
+        self.account_busy();
+        let span = (self.now - self.measure_from).max(1) as f64;
+        self.busy_area / span / self.m.cores as f64
+    }
+
+    fn account_busy(&mut self) {
+        self.busy_area += self.busy_now as f64 * (self.now - self.busy_last) as f64;
+        self.busy_last = self.now;
     }
 
     fn account_inside(&mut self) {
@@ -355,14 +463,15 @@ impl Sim {
     }
 
     fn runnable_per_core(&self) -> f64 {
-        let running = self.cores.iter().filter(|c| c.is_some()).count();
-        (running + self.runq.len()) as f64 / self.m.cores as f64
+        (self.busy_now as usize + self.runq.len() + self.runq_woken.len()) as f64
+            / self.m.cores as f64
     }
 
-    /// Latency from a signal to the thread being runnable.
-    fn wake_latency(&mut self) -> u64 {
-        let mean = self.m.wake_base_ns as f64
-            + self.m.wake_per_runnable_ns as f64 * self.runnable_per_core();
+    /// Latency from a signal (or, with `base` = the timer slack, a timed sleep's end) to the
+    /// thread being runnable: the base plus the scheduler's work per runnable thread per core.
+    /// The wait for a core behind other runnable threads comes after, in the run queue.
+    fn wake_latency(&mut self, base: u64) -> u64 {
+        let mean = base as f64 + self.m.wake_per_runnable_ns as f64 * self.runnable_per_core();
         if mean <= 0.0 {
             return 0;
         }
@@ -375,7 +484,7 @@ impl Sim {
     /// Signals `tid`: runnable after a wake-up latency.
     fn signal(&mut self, tid: Tid) {
         self.threads[tid as usize].signalled_at = self.now;
-        let l = self.wake_latency();
+        let l = self.wake_latency(self.m.wake_base_ns);
         if l == 0 {
             self.make_runnable(tid);
         } else {
@@ -396,22 +505,41 @@ impl Sim {
         }
     }
 
+    /// A woken thread asks for a core: an idle one, or a place among the woken.
     fn enqueue_for_core(&mut self, tid: Tid) {
         if let Some(core) = self.cores.iter().position(|c| c.is_none()) {
             self.dispatch(core as u32, tid);
         } else {
-            self.runq.push_back(tid);
+            self.runq_woken.push_back((tid, self.now));
         }
     }
 
+    /// The next thread for a free core: a preempted thread that has waited a whole scheduling
+    /// period, else the oldest woken thread, else the oldest preempted one.
+    fn pick_next(&mut self) -> Option<Tid> {
+        if let Some(&(tid, at)) = self.runq.front() {
+            if self.now - at >= SCHED_LATENCY_NS || self.runq_woken.is_empty() {
+                self.runq.pop_front();
+                return Some(tid);
+            }
+        }
+        self.runq_woken.pop_front().map(|(t, _)| t)
+    }
+
     fn dispatch(&mut self, core: u32, tid: Tid) {
-        self.cores[core as usize] = Some(tid);
-        self.slice_left[core as usize] = self.m.time_slice_ns;
-        if self.m.context_switch_ns > 0 {
-            self.push(
-                self.now + self.m.context_switch_ns,
-                Ev::Switched { core, tid },
-            );
+        let c = core as usize;
+        self.cores[c] = Some(tid);
+        self.account_busy();
+        self.busy_now += 1;
+        self.slice_left[c] = self.m.time_slice_ns;
+        let mut cost = self.m.context_switch_ns;
+        if self.last_ran[c] != Some(tid) {
+            cost += self.m.cache_refill_ns;
+        }
+        self.last_ran[c] = Some(tid);
+        self.switch_ns += cost;
+        if cost > 0 {
+            self.push(self.now + cost, Ev::Switched { core, tid });
         } else {
             self.resume(core, tid);
         }
@@ -427,9 +555,16 @@ impl Sim {
     /// The core gives up `tid` (blocked or preempted) and takes the next runnable thread.
     fn release_core(&mut self, core: u32) {
         self.cores[core as usize] = None;
-        if let Some(next) = self.runq.pop_front() {
+        self.account_busy();
+        self.busy_now -= 1;
+        self.switches += 1;
+        if let Some(next) = self.pick_next() {
             self.dispatch(core, next);
         }
+    }
+
+    fn any_waiting_for_core(&self) -> bool {
+        !self.runq.is_empty() || !self.runq_woken.is_empty()
     }
 
     /// Runs `tid`'s CPU work on `core` for the rest of its slice (the slice counts from the
@@ -442,9 +577,9 @@ impl Sim {
         } else {
             let c = core as usize;
             if self.slice_left[c] == 0 {
-                if !self.runq.is_empty() {
+                if self.any_waiting_for_core() {
                     self.threads[tid as usize].resume = Resume::Cpu;
-                    self.runq.push_back(tid);
+                    self.runq.push_back((tid, self.now));
                     self.release_core(core);
                     return;
                 }
@@ -471,29 +606,119 @@ impl Sim {
             self.start_cpu(core, tid);
             return;
         }
-        self.advance(Some(core), tid);
+        let next = std::mem::replace(&mut self.threads[tid as usize].after_cpu, Resume::Advance);
+        self.continue_with(core, tid, next);
     }
 
     fn resume(&mut self, core: u32, tid: Tid) {
-        let r = self.threads[tid as usize].resume;
-        self.threads[tid as usize].resume = Resume::Advance;
+        let r = std::mem::replace(&mut self.threads[tid as usize].resume, Resume::Advance);
+        self.continue_with(core, tid, r);
+    }
+
+    /// Goes on with `tid` running on `core`, as `r` says.
+    fn continue_with(&mut self, core: u32, tid: Tid, r: Resume) {
         match r {
             Resume::Cpu => self.start_cpu(core, tid),
             Resume::Advance => self.advance(Some(core), tid),
             Resume::RetryEnter => {
-                if self.gate_step(core, tid) {
+                if self.gate_call(Some(core), tid, GateAction::Enter) {
                     self.advance(Some(core), tid);
                 }
             }
             Resume::FinishWait(id) => {
                 let latency = self.now - self.threads[tid as usize].signalled_at;
                 self.gate_counts.handoff_latency_sum += latency as f64;
+                if self.gate_call(Some(core), tid, GateAction::Finish(id)) {
+                    self.advance(Some(core), tid);
+                }
+            }
+            Resume::GateMutex => {
+                let a = self.threads[tid as usize]
+                    .pending
+                    .take()
+                    .expect("a thread back for the gate mutex has an action pending");
+                if self.gate_call(Some(core), tid, a) {
+                    self.advance(Some(core), tid);
+                }
+            }
+            Resume::GateCritical => {
+                let a = self.threads[tid as usize]
+                    .pending
+                    .take()
+                    .expect("a critical section has its action");
+                let go_on = self.gate_decide(core, tid, a);
+                self.unlock_gate_mutex(tid);
+                if go_on {
+                    self.advance(Some(core), tid);
+                }
+            }
+        }
+    }
+
+    /// Runs gate action `a` for `tid` (on `core`, or needing one when `None`): at once if the
+    /// gate has no mutex, else after taking the gate's mutex and running its critical section.
+    /// Returns true if the thread goes on running its program now.
+    fn gate_call(&mut self, core: Option<u32>, tid: Tid, a: GateAction) -> bool {
+        if self.gate_mutex.is_none() {
+            return match core {
+                Some(c) => self.gate_decide(c, tid, a),
+                None => {
+                    debug_assert_eq!(a, GateAction::Exit, "only exits need no core");
+                    self.leave_gate(tid);
+                    true
+                }
+            };
+        }
+        let Some(c) = core else {
+            self.threads[tid as usize].pending = Some(a);
+            self.threads[tid as usize].resume = Resume::GateMutex;
+            self.enqueue_for_core(tid);
+            return false;
+        };
+        let cs = self.m.mutex_handoff_ns;
+        let t = &mut self.threads[tid as usize];
+        t.pending = Some(a);
+        let (holder, sleepers) = self.gate_mutex.as_mut().expect("checked above");
+        if holder.is_none() {
+            *holder = Some(tid);
+            self.gate_counts.mutex_acquisitions += 1;
+            t.cpu_left = cs;
+            t.after_cpu = Resume::GateCritical;
+            self.start_cpu(c, tid);
+        } else {
+            sleepers.push_back(tid);
+            self.gate_counts.mutex_waits += 1;
+            t.resume = Resume::GateMutex;
+            self.release_core(c);
+        }
+        false
+    }
+
+    fn unlock_gate_mutex(&mut self, tid: Tid) {
+        let (holder, sleepers) = self.gate_mutex.as_mut().expect("a gate with a mutex");
+        debug_assert_eq!(*holder, Some(tid));
+        *holder = None;
+        if let Some(next) = sleepers.pop_front() {
+            self.signal(next);
+        }
+    }
+
+    /// The policy's decision for `a` (under the gate's mutex, if it has one). Returns true if
+    /// the thread goes on running its program now.
+    fn gate_decide(&mut self, core: u32, tid: Tid, a: GateAction) -> bool {
+        match a {
+            GateAction::Enter => self.gate_step(core, tid),
+            GateAction::Finish(id) => {
                 let Core::Queue(q) = &mut self.gate else {
                     unreachable!("only queue policies wait")
                 };
-                let a = q.finish_wait(id);
-                self.admitted(tid, a);
-                self.advance(Some(core), tid);
+                let adm = q.finish_wait(id);
+                self.admitted(tid, adm);
+                true
+            }
+            GateAction::Exit => {
+                self.leave_gate(tid);
+                true
             }
         }
     }
@@ -534,20 +759,34 @@ impl Sim {
             Step::Sleep(d) => {
                 self.gate_counts.sleeps += 1;
                 self.threads[tid as usize].resume = Resume::RetryEnter;
-                let d = d.as_nanos() as u64
-                    + if d > Duration::ZERO {
-                        self.m.timer_slack_ns
-                    } else {
-                        0
-                    };
+                // A timed wake-up pays the timer's overshoot (which includes waking the
+                // sleeper) and the scheduler's per-runnable work, as a signalled one does.
+                let d = if d > Duration::ZERO {
+                    d.as_nanos() as u64 + self.wake_latency(self.m.timer_slack_ns)
+                } else {
+                    0
+                };
                 self.push(self.now + d, Ev::Ready { tid });
                 self.release_core(core);
                 false
             }
             Step::Yield => {
-                self.threads[tid as usize].resume = Resume::RetryEnter;
-                self.runq.push_back(tid);
-                self.release_core(core);
+                self.gate_counts.yields += 1;
+                let t = &mut self.threads[tid as usize];
+                if self.runq.is_empty() && self.runq_woken.is_empty() {
+                    // Nobody to yield to: the call returns after its own cost.
+                    t.cpu_left = self.m.yield_ns;
+                    t.after_cpu = Resume::RetryEnter;
+                    self.start_cpu(core, tid);
+                } else {
+                    // CFS's yield: the threads waiting for a core go first (the global run
+                    // queue stands for per-core ones: up to one thread per core), then this
+                    // thread runs again.
+                    t.resume = Resume::RetryEnter;
+                    let at = self.runq_woken.len().min(self.m.cores as usize);
+                    self.runq_woken.insert(at, (tid, self.now));
+                    self.release_core(core);
+                }
                 false
             }
             Step::Wait(id) => {
@@ -628,7 +867,7 @@ impl Sim {
                         self.enqueue_for_core(tid);
                         return;
                     };
-                    if !self.gate_step(c, tid) {
+                    if !self.gate_call(Some(c), tid, GateAction::Enter) {
                         return;
                     }
                 }
@@ -636,12 +875,18 @@ impl Sim {
                     let k = self.threads[tid as usize].tickets.spend(k);
                     self.gate_counts.reentries += k as u64;
                 }
-                Op::Exit => {
-                    if !self.threads[tid as usize].tickets.keeps_slot() {
-                        self.leave_gate(tid);
+                Op::Exit | Op::EndStatement => {
+                    let t = &self.threads[tid as usize];
+                    let leaves =
+                        t.hold.is_some() && (op == Op::EndStatement || !t.tickets.keeps_slot());
+                    if leaves {
+                        if !self.gate_call(core, tid, GateAction::Exit) {
+                            return;
+                        }
+                    } else if op == Op::EndStatement {
+                        self.threads[tid as usize].tickets.clear();
                     }
                 }
-                Op::EndStatement => self.leave_gate(tid),
                 Op::Disk(ns) => {
                     self.disk.push_back((tid, ns));
                     if self.disk.len() == 1 {
@@ -694,6 +939,7 @@ impl Sim {
                     self.kinds[k].count += 1;
                     self.kinds[k].response_sum += resp as f64;
                     self.done_at[tid as usize] = now;
+                    self.done_per_thread[tid as usize] += 1;
                 }
                 Op::Halt => {
                     self.leave_gate(tid);
@@ -735,5 +981,122 @@ impl Sim {
             let next = self.queue.peek().map_or(limit, |e| e.at);
             self.run_until(next);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CPU work forever, in bursts of `ns`, marking each burst done.
+    struct Spin(u64, bool);
+    impl Program for Spin {
+        fn next(&mut self, _: u64, _: u32, _: &mut Rng) -> Op {
+            self.1 = !self.1;
+            if self.1 {
+                Op::Cpu(self.0)
+            } else {
+                Op::Done(0)
+            }
+        }
+    }
+
+    /// Sleeps `ns`, then a short burst, forever: an interactive thread.
+    struct Sleeper(u64, u8);
+    impl Program for Sleeper {
+        fn next(&mut self, _: u64, _: u32, _: &mut Rng) -> Op {
+            self.1 = (self.1 + 1) % 4;
+            match self.1 {
+                0 => Op::Begin,
+                1 => Op::Think(self.0),
+                2 => Op::Cpu(10_000),
+                _ => Op::Done(1),
+            }
+        }
+    }
+
+    fn machine() -> MachineConfig {
+        MachineConfig {
+            cores: 1,
+            wake_base_ns: 0,
+            wake_per_runnable_ns: 0,
+            wake_distribution: Distribution::Fixed,
+            ..MachineConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_woken_thread_runs_before_threads_preempted_at_the_end_of_their_slice() {
+        let mut sim = Sim::new(machine(), GateConfig::new(Policy::Unlimited), 1).unwrap();
+        for _ in 0..4 {
+            sim.spawn(Box::new(Spin(1_000_000_000, false)));
+        }
+        sim.spawn(Box::new(Sleeper(1_000_000, 0)));
+        sim.run_until(1_000_000_000);
+        sim.reset_stats();
+        sim.run_until(2_000_000_000);
+        let k = &sim.kinds[1];
+        // Each cycle is ~1 ms of sleep plus at most one slice of the running spinner (4 ms)
+        // and its own 10 µs; behind 4 spinners' full slices it would be ~17 ms.
+        let mean_ms = k.response_sum / k.count as f64 / 1e6;
+        assert!(k.count >= 150, "{} cycles", k.count);
+        assert!(mean_ms < 6.0, "{mean_ms} ms");
+    }
+
+    #[test]
+    fn a_preempted_thread_is_not_passed_by_woken_threads_for_longer_than_a_period() {
+        let mut sim = Sim::new(machine(), GateConfig::new(Policy::Unlimited), 1).unwrap();
+        sim.spawn(Box::new(Spin(50_000_000, false)));
+        for _ in 0..20 {
+            sim.spawn(Box::new(Sleeper(100_000, 0)));
+        }
+        sim.run_until(2_000_000_000);
+        // The spinner completes 50 ms bursts: within a 24 ms period it gets at least its slice.
+        assert!(
+            sim.done_per_thread[0] >= 2,
+            "{:?}",
+            &sim.done_per_thread[..3]
+        );
+    }
+
+    #[test]
+    fn a_yield_with_nobody_else_runnable_costs_only_the_call() {
+        // The timer gate yields once when full; with one core and the holder asleep, the
+        // yielder pays yield_ns and asks again at once.
+        let m = MachineConfig {
+            yield_ns: 700,
+            context_switch_ns: 0,
+            ..machine()
+        };
+        let mut sim = Sim::new(m, GateConfig::new(Policy::Timer).limit(1), 1).unwrap();
+        struct Holder(u8);
+        impl Program for Holder {
+            fn next(&mut self, _: u64, _: u32, _: &mut Rng) -> Op {
+                self.0 += 1;
+                match self.0 {
+                    1 => Op::Enter,
+                    2 => Op::Think(5_000_000),
+                    3 => Op::EndStatement,
+                    _ => Op::Halt,
+                }
+            }
+        }
+        struct Asker(u8);
+        impl Program for Asker {
+            fn next(&mut self, _: u64, _: u32, _: &mut Rng) -> Op {
+                self.0 += 1;
+                match self.0 {
+                    1 => Op::Enter,
+                    2 => Op::EndStatement,
+                    _ => Op::Halt,
+                }
+            }
+        }
+        sim.spawn(Box::new(Holder(0)));
+        sim.spawn(Box::new(Asker(0)));
+        sim.run_until(1_000_000);
+        assert_eq!(sim.gate_counts.yields, 1);
+        // After its yield it sleeps (the timer gate's next step), it does not spin.
+        assert_eq!(sim.gate_counts.sleeps, 1);
     }
 }

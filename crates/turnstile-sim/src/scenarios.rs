@@ -9,7 +9,7 @@ use turnstile::{GateConfig, Policy};
 
 use crate::engine::Sim;
 use crate::machine::MachineConfig;
-use crate::workload::{inserter, querier, CentralServer, Oltp, OltpCosts, Scan};
+use crate::workload::{inserter, querier, CentralServer, Oltp, OltpCosts, RowSend, Scan};
 
 const NS: f64 = 1e9;
 
@@ -364,6 +364,67 @@ pub struct OltpSetting {
     pub tickets: u32,
     /// Sleep delay, µs.
     pub sleep_delay_us: u64,
+    /// What the server layer does when it sends a row (default `force-exit`: MySQL 5.0/5.1,
+    /// the server of seeds 001 and 003).
+    #[serde(default)]
+    pub row_send: RowSend,
+    /// Whether the gate decides under a mutex of its own; default: the policy's history
+    /// (`classic` and `flifo` had InnoDB's `srv_conc_mutex`; the others have none). For
+    /// ablations.
+    #[serde(default)]
+    pub gate_mutex: Option<bool>,
+}
+
+impl OltpSetting {
+    /// A setting named after its policy.
+    pub fn new(policy: Policy, limit: u32, tickets: u32, sleep_delay_us: u64) -> OltpSetting {
+        OltpSetting {
+            name: policy.name().into(),
+            policy,
+            limit,
+            tickets,
+            sleep_delay_us,
+            row_send: RowSend::ForceExit,
+            gate_mutex: None,
+        }
+    }
+
+    /// Seed 001's FIFO: MySQL 5.0.84's defaults with `innodb_thread_concurrency=32`: 500
+    /// tickets (`innodb_concurrency_tickets`' default before 5.5), 10 ms sleep delay.
+    pub fn seed_fifo() -> OltpSetting {
+        OltpSetting::new(Policy::Classic, 32, 500, 10_000)
+    }
+
+    /// Seed 001's FLIFO: limit 16, 500 tickets, sleep delay 0.
+    pub fn seed_flifo() -> OltpSetting {
+        OltpSetting::new(Policy::Flifo, 16, 500, 0)
+    }
+
+    /// The settings `--policies` can name: the seed's two, and `polling`, `timer` and
+    /// `unlimited` run with classic's limit, tickets and sleep delay (as `repro oltp` does).
+    pub fn by_name(name: &str) -> Result<OltpSetting, String> {
+        let fifo = OltpSetting::seed_fifo();
+        let with = |policy: Policy| OltpSetting {
+            name: policy.name().into(),
+            policy,
+            ..fifo.clone()
+        };
+        Ok(match name {
+            "classic" => fifo,
+            "flifo" => OltpSetting::seed_flifo(),
+            "polling" => with(Policy::Polling),
+            "timer" => with(Policy::Timer),
+            "unlimited" => OltpSetting {
+                limit: 0,
+                ..with(Policy::Unlimited)
+            },
+            _ => {
+                return Err(format!(
+                    "unknown setting `{name}`: classic, flifo, polling, timer or unlimited"
+                ))
+            }
+        })
+    }
 }
 
 /// Settings of the OLTP scenario.
@@ -374,7 +435,8 @@ pub struct OltpParams {
     pub machine: MachineConfig,
     /// Client thread counts (the seed's eleven, 1…1024).
     pub threads: Vec<usize>,
-    /// Simulated seconds per point (the seed ran 180).
+    /// Simulated seconds per point (the seed ran 180; 20 gives every client at 1024 threads
+    /// several completions, and a per-row forced exit makes each simulated second costly).
     pub seconds: f64,
     /// Warm-up seconds per point (not measured).
     pub warmup_seconds: f64,
@@ -398,29 +460,103 @@ impl Default for OltpParams {
         OltpParams {
             machine: MachineConfig::default(),
             threads: vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
-            seconds: 180.0,
-            warmup_seconds: 5.0,
+            seconds: 20.0,
+            warmup_seconds: 2.0,
             point_us: 20.0,
             row_us: 2.5,
             range: 1000,
             sort_us: 300.0,
-            settings: vec![
-                OltpSetting {
-                    name: "classic".into(),
-                    policy: Policy::Classic,
-                    limit: 32,
-                    tickets: 5000,
-                    sleep_delay_us: 10_000,
-                },
-                OltpSetting {
-                    name: "flifo".into(),
-                    policy: Policy::Flifo,
-                    limit: 16,
-                    tickets: 500,
-                    sleep_delay_us: 0,
-                },
-            ],
+            settings: vec![OltpSetting::seed_fifo(), OltpSetting::seed_flifo()],
             seed: 1,
+        }
+    }
+}
+
+/// What a measured window of a closed-loop run shows: throughput, the machine's churn, the
+/// gate's counters per transaction, fairness across clients, and Little's law.
+#[derive(Debug, Clone, Serialize)]
+pub struct Window {
+    /// Transactions (completions of kind 0) per second.
+    pub tps: f64,
+    /// Mean response time, ms.
+    pub mean_ms: f64,
+    /// Context switches per second.
+    pub cs_per_s: f64,
+    /// Context switches per transaction.
+    pub cs_per_txn: f64,
+    /// Gate admissions (not ticket re-entries) per transaction.
+    pub admissions_per_txn: f64,
+    /// Sleeps before queueing (or polls) per transaction.
+    pub sleeps_per_txn: f64,
+    /// Queue waits per transaction.
+    pub queue_waits_per_txn: f64,
+    /// Gate-mutex acquisitions that had to sleep, per transaction.
+    pub mutex_waits_per_txn: f64,
+    /// Core time idle, %.
+    pub idle_pct: f64,
+    /// Core time spent switching threads (direct cost and cache refill), % — the simulator's
+    /// stand-in for system time.
+    pub switch_pct: f64,
+    /// Mean threads holding a slot.
+    pub mean_inside: f64,
+    /// Most threads holding a slot.
+    pub max_inside: u32,
+    /// Mean hand-off latency (signal to running), µs.
+    pub wake_latency_us: f64,
+    /// LIFO admissions per second.
+    pub lifo_per_s: f64,
+    /// Clients that completed nothing in the window.
+    pub starved_clients: usize,
+    /// Jain's fairness index over per-client completions (1 = equal).
+    pub jain: f64,
+    /// Little's law: mean in system ÷ (throughput × response) − 1.
+    pub little_err: f64,
+    /// FNV-1a over every event of the run.
+    pub trace_hash: String,
+    /// Events simulated.
+    pub events: u64,
+}
+
+impl Window {
+    /// Reads the window since the last `reset_stats` of `sim`.
+    pub fn read(sim: &mut Sim) -> Window {
+        let k = sim.kinds.first().cloned().unwrap_or_default();
+        let secs = sim.measured_secs();
+        let x = k.count as f64 / secs;
+        let r = k.response_sum / k.count.max(1) as f64 / NS;
+        let l = sim.mean_in_system();
+        let g = sim.gate_counts;
+        let n = k.count.max(1) as f64;
+        let per = sim.done_per_thread.clone();
+        let (sum, sq) = per.iter().fold((0.0, 0.0), |(s, q), &d| {
+            (s + d as f64, q + (d as f64).powi(2))
+        });
+        let busy = sim.busy_fraction();
+        let core_ns = secs * NS * sim.cores() as f64;
+        Window {
+            tps: x,
+            mean_ms: r * 1e3,
+            cs_per_s: sim.switches as f64 / secs,
+            cs_per_txn: sim.switches as f64 / n,
+            admissions_per_txn: g.admissions as f64 / n,
+            sleeps_per_txn: g.sleeps as f64 / n,
+            queue_waits_per_txn: g.queue_waits as f64 / n,
+            mutex_waits_per_txn: g.mutex_waits as f64 / n,
+            idle_pct: 100.0 * (1.0 - busy),
+            switch_pct: 100.0 * sim.switch_ns as f64 / core_ns,
+            mean_inside: sim.mean_inside(),
+            max_inside: sim.max_inside,
+            wake_latency_us: g.handoff_latency_sum / g.handoffs.max(1) as f64 / 1e3,
+            lifo_per_s: g.lifo as f64 / secs,
+            starved_clients: per.iter().filter(|&&d| d == 0).count(),
+            jain: if sq > 0.0 {
+                sum * sum / (per.len() as f64 * sq)
+            } else {
+                0.0
+            },
+            little_err: if k.count > 0 { l / (x * r) - 1.0 } else { 0.0 },
+            trace_hash: format!("{:016x}", sim.trace_hash),
+            events: sim.events,
         }
     }
 }
@@ -432,20 +568,13 @@ pub struct OltpRun {
     pub policy: String,
     /// Threads.
     pub threads: usize,
-    /// Transactions per second.
-    pub tps: f64,
-    /// Mean transaction latency, ms.
-    pub mean_ms: f64,
-    /// Mean threads holding a slot.
-    pub mean_inside: f64,
-    /// Most threads holding a slot.
-    pub max_inside: u32,
-    /// Mean hand-off latency, µs.
-    pub wake_latency_us: f64,
-    /// LIFO admissions per second.
-    pub lifo_per_s: f64,
-    /// Little's law: mean in system ÷ (throughput × response) − 1.
-    pub little_err: f64,
+    /// The server layer's row-send setting.
+    pub row_send: &'static str,
+    /// Whether the gate decided under its own mutex.
+    pub gate_mutex: bool,
+    /// What the window showed.
+    #[serde(flatten)]
+    pub w: Window,
 }
 
 /// The OLTP report.
@@ -460,53 +589,190 @@ pub struct OltpReport {
     pub speed: Speed,
 }
 
-/// Runs seed 001 at its scale.
-pub fn oltp(p: &OltpParams) -> Result<OltpReport, String> {
-    let costs = OltpCosts {
+fn oltp_costs(p: &OltpParams) -> OltpCosts {
+    OltpCosts {
         point_ns: (p.point_us * 1e3) as u64,
         row_ns: (p.row_us * 1e3) as u64,
         range: p.range,
         sort_ns: (p.sort_us * 1e3) as u64,
+    }
+}
+
+/// One closed-loop OLTP point: `threads` clients through setting `s`.
+pub fn oltp_point(
+    p: &OltpParams,
+    s: &OltpSetting,
+    threads: usize,
+) -> Result<(OltpRun, u64), String> {
+    let costs = oltp_costs(p);
+    let mut sim = Sim::new(
+        p.machine.clone(),
+        gate(s.policy, s.limit, s.tickets, s.sleep_delay_us),
+        p.seed ^ threads as u64,
+    )?;
+    if let Some(on) = s.gate_mutex {
+        sim.set_gate_mutex(on);
+    }
+    for _ in 0..threads {
+        sim.spawn(Box::new(Oltp::new(costs, s.row_send)));
+    }
+    let warm = (p.warmup_seconds * NS) as u64;
+    sim.run_until(warm);
+    sim.reset_stats();
+    sim.run_until(warm + (p.seconds * NS) as u64);
+    let run = OltpRun {
+        policy: s.name.clone(),
+        threads,
+        row_send: s.row_send.name(),
+        gate_mutex: sim.has_gate_mutex(),
+        w: Window::read(&mut sim),
     };
+    Ok((run, sim.events))
+}
+
+fn check_oltp(p: &OltpParams) -> Result<(), String> {
+    if p.threads.is_empty() || p.threads.contains(&0) {
+        return Err("oltp: thread counts must be positive".into());
+    }
+    if p.seconds <= 0.0 || p.warmup_seconds < 0.0 || p.range == 0 {
+        return Err("oltp: seconds and range must be positive".into());
+    }
+    if p.settings.is_empty() {
+        return Err("oltp: no gate settings".into());
+    }
+    Ok(())
+}
+
+/// Runs seed 001 at its scale.
+pub fn oltp(p: &OltpParams) -> Result<OltpReport, String> {
+    check_oltp(p)?;
     let mut clock = Clock::new();
     let mut runs = Vec::new();
     for s in &p.settings {
         for &t in &p.threads {
-            let mut sim = Sim::new(
-                p.machine.clone(),
-                gate(s.policy, s.limit, s.tickets, s.sleep_delay_us),
-                p.seed ^ t as u64,
-            )?;
-            for _ in 0..t {
-                sim.spawn(Box::new(Oltp::new(costs)));
-            }
-            let warm = (p.warmup_seconds * NS) as u64;
-            sim.run_until(warm);
-            sim.reset_stats();
-            sim.run_until(warm + (p.seconds * NS) as u64);
-            let k = sim.kinds.first().cloned().unwrap_or_default();
-            let secs = sim.measured_secs();
-            let x = k.count as f64 / secs;
-            let r = k.response_sum / k.count.max(1) as f64 / NS;
-            let l = sim.mean_in_system();
-            let g = sim.gate_counts;
-            runs.push(OltpRun {
-                policy: s.name.clone(),
-                threads: t,
-                tps: x,
-                mean_ms: r * 1e3,
-                mean_inside: sim.mean_inside(),
-                max_inside: sim.max_inside,
-                wake_latency_us: g.handoff_latency_sum / g.handoffs.max(1) as f64 / 1e3,
-                lifo_per_s: g.lifo as f64 / secs,
-                little_err: if k.count > 0 { l / (x * r) - 1.0 } else { 0.0 },
-            });
-            clock.add(&sim);
+            let (run, events) = oltp_point(p, s, t)?;
+            clock.events += events;
+            runs.push(run);
         }
     }
     Ok(OltpReport {
         params: p.clone(),
         runs,
+        speed: clock.speed(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seed 003
+
+/// Settings of the timer scenario: MySQL 5.4's timer gate against the 5.0 gate with its mutex.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimerParams {
+    /// The workload and machine (seed 003 states neither: assumed seed 001's sysbench
+    /// read-only transaction on an 8-core machine, MySQL 5.1's server layer — the base of 5.4
+    /// — forcing an exit per row sent).
+    pub oltp: OltpParams,
+    /// The limit for both gates (seed 003 found ~24 best for the new gate).
+    pub limit: u32,
+    /// Thread counts (the seed's 32, 64, 128).
+    pub threads: Vec<usize>,
+    /// The server layer's row-send setting for both gates.
+    pub row_send: RowSend,
+}
+
+impl Default for TimerParams {
+    fn default() -> Self {
+        TimerParams {
+            oltp: OltpParams::default(),
+            limit: 24,
+            threads: vec![32, 64, 128],
+            row_send: RowSend::ForceExit,
+        }
+    }
+}
+
+/// One thread count of the timer scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimerPoint {
+    /// Threads.
+    pub threads: usize,
+    /// The 5.0 gate (classic, with `srv_conc_mutex`).
+    pub mutex_gate: OltpRun,
+    /// MySQL 5.4's timer gate.
+    pub timer_gate: OltpRun,
+    /// The 5.0 gate's decisions without its mutex (ablation: how much the mutex costs).
+    pub mutex_gate_without_mutex: OltpRun,
+    /// Timer over mutex gate, minus 1, %.
+    pub gain_pct: f64,
+    /// The seed's gain at this thread count, % (+5/+10/+15 at 32/64/128).
+    pub seed_gain_pct: Option<f64>,
+    /// The part of the gap the mutex alone explains: (classic without its mutex ÷ classic − 1), %.
+    pub mutex_share_pct: f64,
+}
+
+/// The timer report.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimerReport {
+    /// Settings.
+    pub params: TimerParams,
+    /// Points.
+    pub points: Vec<TimerPoint>,
+    /// Speed.
+    #[serde(flatten)]
+    pub speed: Speed,
+}
+
+/// Runs seed 003: at each thread count the 5.0 mutex gate, the 5.4 timer gate, and the 5.0
+/// gate without its mutex.
+pub fn timer(p: &TimerParams) -> Result<TimerReport, String> {
+    check_oltp(&OltpParams {
+        threads: p.threads.clone(),
+        ..p.oltp.clone()
+    })?;
+    if p.limit == 0 {
+        return Err("timer: the limit must be positive".into());
+    }
+    let mut clock = Clock::new();
+    let classic = OltpSetting {
+        row_send: p.row_send,
+        ..OltpSetting::new(Policy::Classic, p.limit, 500, 10_000)
+    };
+    let timer = OltpSetting {
+        row_send: p.row_send,
+        ..OltpSetting::new(Policy::Timer, p.limit, 500, 10_000)
+    };
+    let bare = OltpSetting {
+        name: "classic-no-mutex".into(),
+        gate_mutex: Some(false),
+        ..classic.clone()
+    };
+    let mut points = Vec::new();
+    for &t in &p.threads {
+        let mut one = |s: &OltpSetting| -> Result<OltpRun, String> {
+            let (r, e) = oltp_point(&p.oltp, s, t)?;
+            clock.events += e;
+            Ok(r)
+        };
+        let (m, tg, b) = (one(&classic)?, one(&timer)?, one(&bare)?);
+        points.push(TimerPoint {
+            threads: t,
+            gain_pct: 100.0 * (tg.w.tps / m.w.tps - 1.0),
+            seed_gain_pct: match t {
+                32 => Some(5.0),
+                64 => Some(10.0),
+                128 => Some(15.0),
+                _ => None,
+            },
+            mutex_share_pct: 100.0 * (b.w.tps / m.w.tps - 1.0),
+            mutex_gate: m,
+            timer_gate: tg,
+            mutex_gate_without_mutex: b,
+        });
+    }
+    Ok(TimerReport {
+        params: p.clone(),
+        points,
         speed: clock.speed(),
     })
 }
@@ -524,8 +790,8 @@ pub struct PileupParams {
     pub tables: Vec<usize>,
     /// Limit (the seed's 8).
     pub limit: u32,
-    /// CPU per query, µs: 4 query sessions at the seed's 10,000 q/s on 4 cores leave ~100 µs
-    /// of CPU per query after the other work.
+    /// CPU per query, µs: the seed's 10,000 q/s on 4 busy cores is 4 core-seconds per
+    /// 10,000 queries = 400 µs of CPU each.
     pub query_us: f64,
     /// CPU of the insert call, µs.
     pub insert_us: f64,
@@ -546,7 +812,7 @@ impl Default for PileupParams {
             },
             tables: vec![4, 8, 16],
             limit: 8,
-            query_us: 100.0,
+            query_us: 400.0,
             insert_us: 50.0,
             fsync_ms: 60.0,
             seconds: 30.0,
@@ -662,12 +928,15 @@ mod tests {
             )
             .unwrap();
             for _ in 0..20 {
-                sim.spawn(Box::new(Oltp::new(OltpCosts {
-                    point_ns: 20_000,
-                    row_ns: 2_500,
-                    range: 300,
-                    sort_ns: 100_000,
-                })));
+                sim.spawn(Box::new(Oltp::new(
+                    OltpCosts {
+                        point_ns: 20_000,
+                        row_ns: 2_500,
+                        range: 300,
+                        sort_ns: 100_000,
+                    },
+                    RowSend::ForceExit,
+                )));
             }
             sim.run_until(200_000_000);
             (
@@ -710,10 +979,10 @@ mod tests {
         .unwrap();
         assert_eq!(o.runs.len(), 4);
         for r in &o.runs {
-            assert!(r.tps > 0.0, "{r:?}");
+            assert!(r.w.tps > 0.0, "{r:?}");
             // classic: limit 32; flifo: 2 × its limit of 16.
-            assert!(r.max_inside <= 32, "{r:?}");
-            assert!(r.little_err.abs() < 0.05, "{r:?}");
+            assert!(r.w.max_inside <= 32, "{r:?}");
+            assert!(r.w.little_err.abs() < 0.05, "{r:?}");
         }
         let p = pileup(&PileupParams {
             tables: vec![4, 16],
@@ -723,5 +992,144 @@ mod tests {
         .unwrap();
         assert_eq!(p.runs.len(), 4);
         assert!(p.speed.events > 0);
+    }
+
+    fn small_oltp(machine: MachineConfig, threads: usize, s: OltpSetting) -> OltpRun {
+        let p = OltpParams {
+            machine,
+            threads: vec![threads],
+            seconds: 1.0,
+            warmup_seconds: 0.2,
+            ..OltpParams::default()
+        };
+        oltp_point(&p, &s, threads).unwrap().0
+    }
+
+    #[test]
+    fn a_forced_exit_per_row_sent_makes_one_admission_per_row_of_the_simple_range() {
+        let m = MachineConfig::ideal(2);
+        let force = small_oltp(m.clone(), 1, OltpSetting::seed_fifo());
+        // 10 point selects + 1000 sent rows + 3 ranges of 1000 rows on 500 tickets (2 each),
+        // within the window's edges (a transaction cut by them).
+        assert!(
+            (force.w.admissions_per_txn / 1016.0 - 1.0).abs() < 0.02,
+            "{force:?}"
+        );
+        let keep = small_oltp(
+            m,
+            1,
+            OltpSetting {
+                row_send: RowSend::Keep,
+                ..OltpSetting::seed_fifo()
+            },
+        );
+        assert!(
+            (keep.w.admissions_per_txn / 18.0 - 1.0).abs() < 0.05,
+            "{keep:?}"
+        );
+        assert_eq!(force.row_send, "force-exit");
+        assert_eq!(keep.row_send, "keep");
+    }
+
+    #[test]
+    fn the_mutex_gates_decide_under_their_mutex_and_the_atomic_gates_do_not() {
+        let m = MachineConfig {
+            mutex_handoff_ns: 300,
+            ..MachineConfig::default()
+        };
+        for (name, has) in [
+            ("classic", true),
+            ("flifo", true),
+            ("polling", false),
+            ("timer", false),
+        ] {
+            let r = small_oltp(m.clone(), 64, OltpSetting::by_name(name).unwrap());
+            assert_eq!(r.gate_mutex, has, "{name}");
+            assert_eq!(r.w.mutex_waits_per_txn > 0.0, has, "{name}: {r:?}");
+        }
+        let off = small_oltp(
+            m,
+            64,
+            OltpSetting {
+                gate_mutex: Some(false),
+                ..OltpSetting::seed_fifo()
+            },
+        );
+        assert!(
+            !off.gate_mutex && off.w.mutex_waits_per_txn == 0.0,
+            "{off:?}"
+        );
+    }
+
+    #[test]
+    fn a_contended_gate_mutex_costs_throughput_and_context_switches() {
+        let base = MachineConfig::default();
+        let with = MachineConfig {
+            mutex_handoff_ns: 300,
+            ..base.clone()
+        };
+        let a = small_oltp(base, 256, OltpSetting::seed_fifo());
+        let b = small_oltp(with, 256, OltpSetting::seed_fifo());
+        assert!(b.w.tps < a.w.tps, "{a:?}\n{b:?}");
+        assert!(b.w.cs_per_txn > a.w.cs_per_txn, "{a:?}\n{b:?}");
+    }
+
+    #[test]
+    fn a_cache_refill_charge_shows_as_switching_time() {
+        let base = MachineConfig::default();
+        let refill = MachineConfig {
+            cache_refill_ns: 50_000,
+            ..base.clone()
+        };
+        let a = small_oltp(base, 64, OltpSetting::seed_flifo());
+        let b = small_oltp(refill, 64, OltpSetting::seed_flifo());
+        assert!(b.w.switch_pct > a.w.switch_pct, "{a:?}\n{b:?}");
+        assert!(b.w.tps < a.w.tps, "{a:?}\n{b:?}");
+    }
+
+    #[test]
+    fn windows_report_fairness_starvation_and_a_trace_hash() {
+        let r = small_oltp(MachineConfig::default(), 16, OltpSetting::seed_flifo());
+        assert_eq!(r.w.starved_clients, 0, "{r:?}");
+        assert!(r.w.jain > 0.9 && r.w.jain <= 1.0 + 1e-9, "{r:?}");
+        assert_eq!(r.w.trace_hash.len(), 16);
+        assert!(r.w.idle_pct >= 0.0 && r.w.idle_pct < 100.0, "{r:?}");
+        assert!(r.w.cs_per_s > 0.0 && r.w.cs_per_txn > 0.0, "{r:?}");
+    }
+
+    #[test]
+    fn the_timer_scenario_compares_the_two_gates_at_each_thread_count() {
+        let r = timer(&TimerParams {
+            oltp: OltpParams {
+                seconds: 0.5,
+                warmup_seconds: 0.1,
+                ..OltpParams::default()
+            },
+            threads: vec![32, 64],
+            ..TimerParams::default()
+        })
+        .unwrap();
+        assert_eq!(r.points.len(), 2);
+        for x in &r.points {
+            assert_eq!(x.mutex_gate.policy, "classic");
+            assert_eq!(x.timer_gate.policy, "timer");
+            assert!(!x.mutex_gate_without_mutex.gate_mutex);
+            let g = 100.0 * (x.timer_gate.w.tps / x.mutex_gate.w.tps - 1.0);
+            assert!((g - x.gain_pct).abs() < 1e-9);
+        }
+        assert_eq!(r.points[0].seed_gain_pct, Some(5.0));
+    }
+
+    #[test]
+    fn bad_oltp_settings_are_refused_with_a_reason() {
+        assert!(OltpSetting::by_name("fifo")
+            .unwrap_err()
+            .contains("unknown setting"));
+        let e = oltp(&OltpParams {
+            threads: vec![0],
+            ..OltpParams::default()
+        })
+        .unwrap_err();
+        assert!(e.contains("positive"), "{e}");
     }
 }

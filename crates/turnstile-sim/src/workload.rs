@@ -1,17 +1,44 @@
 //! Simulated sessions: the same statements the real reproductions run, as [`Op`] streams.
 
+use serde::{Deserialize, Serialize};
+
 use crate::engine::{Op, Program};
 use crate::rng::Rng;
 
+/// What the server layer does with the gate when it sends a row to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowSend {
+    /// MySQL 5.0/5.1: `select_send::send_data` → `ha_release_temporary_latches` →
+    /// `srv_conc_force_exit_innodb`: every row sent force-exits the gate, so the next row
+    /// fetched needs a fresh admission.
+    #[default]
+    ForceExit,
+    /// Later versions: the row is sent while the session keeps its slot and tickets.
+    Keep,
+}
+
+impl RowSend {
+    /// `force-exit` or `keep`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RowSend::ForceExit => "force-exit",
+            RowSend::Keep => "keep",
+        }
+    }
+}
+
 /// A statement that fetches `rows` rows, one gate call per row, `row_ns` of CPU each, then ends.
 /// Rows covered by tickets run as one CPU burst ([`Op::Spend`]): exact, since a ticket
-/// re-entry touches nothing shared.
+/// re-entry touches nothing shared. A statement that *sends* each row under
+/// [`RowSend::ForceExit`] force-exits after every row.
 #[derive(Debug, Clone)]
 struct RowStatement {
     left: u64,
     row_ns: u64,
     phase: u8,
     pending_spend: u32,
+    exit_per_row: bool,
 }
 
 impl RowStatement {
@@ -21,6 +48,15 @@ impl RowStatement {
             row_ns,
             phase: 0,
             pending_spend: 0,
+            exit_per_row: false,
+        }
+    }
+
+    /// A statement whose rows are sent to the client one by one, under `send`.
+    fn sending(rows: u64, row_ns: u64, send: RowSend) -> Self {
+        RowStatement {
+            exit_per_row: send == RowSend::ForceExit,
+            ..RowStatement::new(rows, row_ns)
         }
     }
 
@@ -37,8 +73,13 @@ impl RowStatement {
                     return Some(Op::Enter);
                 }
                 1 => {
-                    // Inside with `tickets` left: this call's row plus up to `tickets` more.
-                    let extra = (tickets as u64).min(self.left - 1);
+                    // Inside with `tickets` left: this call's row plus up to `tickets` more
+                    // (none when each row is sent and force-exits).
+                    let extra = if self.exit_per_row {
+                        0
+                    } else {
+                        (tickets as u64).min(self.left - 1)
+                    };
                     self.left -= 1 + extra;
                     self.phase = 2;
                     self.pending_spend = extra as u32;
@@ -51,8 +92,17 @@ impl RowStatement {
                     }
                 }
                 3 => {
-                    self.phase = 0;
+                    self.phase = if self.exit_per_row && self.left > 0 {
+                        5
+                    } else {
+                        0
+                    };
                     return Some(Op::Exit);
+                }
+                5 => {
+                    // The row is sent: force exit before the next fetch.
+                    self.phase = 0;
+                    return Some(Op::EndStatement);
                 }
                 _ => return None,
             }
@@ -110,17 +160,22 @@ pub struct OltpCosts {
 
 /// sysbench's read-only transaction in a closed loop: 10 point selects, a simple range, a
 /// SUM range, an ORDER BY range and a DISTINCT range (the last two sort outside the gate).
+/// Rows sent to the client one by one: the simple range's (the point selects' single rows
+/// are sent as their statements end). The SUM sends one row after its cursor ends; ORDER BY
+/// and DISTINCT read every row into the sort first and send after the statement.
 pub struct Oltp {
     c: OltpCosts,
+    send: RowSend,
     step: u32,
     stmt: Option<RowStatement>,
 }
 
 impl Oltp {
-    /// A client.
-    pub fn new(c: OltpCosts) -> Oltp {
+    /// A client whose server layer treats rows sent as `send` says.
+    pub fn new(c: OltpCosts, send: RowSend) -> Oltp {
         Oltp {
             c,
+            send,
             step: 0,
             stmt: None,
         }
@@ -141,8 +196,14 @@ impl Program for Oltp {
             match step {
                 0 => return Op::Begin,
                 1..=10 => self.stmt = Some(RowStatement::new(1, self.c.point_ns)),
-                11 | 12 => self.stmt = Some(RowStatement::new(self.c.range, self.c.row_ns)),
-                13 => self.stmt = Some(RowStatement::new(self.c.range, self.c.row_ns)),
+                11 => {
+                    self.stmt = Some(RowStatement::sending(
+                        self.c.range,
+                        self.c.row_ns,
+                        self.send,
+                    ))
+                }
+                12 | 13 => self.stmt = Some(RowStatement::new(self.c.range, self.c.row_ns)),
                 14 => return Op::Cpu(self.c.sort_ns),
                 15 => self.stmt = Some(RowStatement::new(self.c.range, self.c.row_ns)),
                 16 => return Op::Cpu(self.c.sort_ns),
