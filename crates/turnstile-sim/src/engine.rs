@@ -216,6 +216,9 @@ pub struct Sim {
     /// The gate's own mutex (InnoDB's `srv_conc_mutex`), if the gate has one: its holder and
     /// the threads asleep on it (woken one at a time; a woken one must try again: barging).
     gate_mutex: Option<(Option<Tid>, VecDeque<Tid>)>,
+    /// CPU of one gate call that reaches the policy (an admission attempt, a woken waiter
+    /// taking its slot, an exit that leaves), ns: the gate's own code, outside any mutex.
+    gate_call_ns: u64,
     disk: VecDeque<(Tid, u64)>,
     mutexes: Vec<(Option<Tid>, VecDeque<Tid>)>,
     /// Events processed.
@@ -269,6 +272,7 @@ impl Sim {
             slice_left: vec![0; machine.cores as usize],
             gate_mutex: (has_mutex && machine.mutex_handoff_ns > 0)
                 .then(|| (None, VecDeque::new())),
+            gate_call_ns: 0,
             m: machine,
             gate: g,
             threads: Vec::new(),
@@ -344,6 +348,11 @@ impl Sim {
     /// InnoDB versions had `srv_conc_mutex`, when `mutex_handoff_ns` > 0): for ablations.
     pub fn set_gate_mutex(&mut self, on: bool) {
         self.gate_mutex = on.then(|| (None, VecDeque::new()));
+    }
+
+    /// Sets the CPU cost of a gate call that reaches the policy (see `gate_call_ns`).
+    pub fn set_gate_call_cpu(&mut self, ns: u64) {
+        self.gate_call_ns = ns;
     }
 
     /// Whether the gate decides under a mutex of its own.
@@ -647,7 +656,9 @@ impl Sim {
                     .take()
                     .expect("a critical section has its action");
                 let go_on = self.gate_decide(core, tid, a);
-                self.unlock_gate_mutex(tid);
+                if self.gate_mutex.is_some() {
+                    self.unlock_gate_mutex(tid);
+                }
                 if go_on {
                     self.advance(Some(core), tid);
                 }
@@ -659,7 +670,7 @@ impl Sim {
     /// gate has no mutex, else after taking the gate's mutex and running its critical section.
     /// Returns true if the thread goes on running its program now.
     fn gate_call(&mut self, core: Option<u32>, tid: Tid, a: GateAction) -> bool {
-        if self.gate_mutex.is_none() {
+        if self.gate_mutex.is_none() && self.gate_call_ns == 0 {
             return match core {
                 Some(c) => self.gate_decide(c, tid, a),
                 None => {
@@ -675,22 +686,24 @@ impl Sim {
             self.enqueue_for_core(tid);
             return false;
         };
-        let cs = self.m.mutex_handoff_ns;
+        let mut cpu = self.gate_call_ns;
         let t = &mut self.threads[tid as usize];
         t.pending = Some(a);
-        let (holder, sleepers) = self.gate_mutex.as_mut().expect("checked above");
-        if holder.is_none() {
+        if let Some((holder, sleepers)) = self.gate_mutex.as_mut() {
+            if holder.is_some() {
+                sleepers.push_back(tid);
+                self.gate_counts.mutex_waits += 1;
+                t.resume = Resume::GateMutex;
+                self.release_core(c);
+                return false;
+            }
             *holder = Some(tid);
             self.gate_counts.mutex_acquisitions += 1;
-            t.cpu_left = cs;
-            t.after_cpu = Resume::GateCritical;
-            self.start_cpu(c, tid);
-        } else {
-            sleepers.push_back(tid);
-            self.gate_counts.mutex_waits += 1;
-            t.resume = Resume::GateMutex;
-            self.release_core(c);
+            cpu += self.m.mutex_handoff_ns;
         }
+        t.cpu_left = cpu;
+        t.after_cpu = Resume::GateCritical;
+        self.start_cpu(c, tid);
         false
     }
 

@@ -449,6 +449,10 @@ pub struct OltpParams {
     pub range: u64,
     /// CPU of one sort of a range's rows, µs (outside the gate).
     pub sort_us: f64,
+    /// CPU of one gate call that reaches the policy (an admission attempt or an exit that
+    /// leaves), µs. Default 0: at the seed's scale `row_us` is derived from the seed's peak
+    /// TPS and already holds it; for the real engine `turnstile calibrate` measures it.
+    pub gate_call_us: f64,
     /// The gate settings (the seed's FIFO and FLIFO).
     pub settings: Vec<OltpSetting>,
     /// Seed.
@@ -466,6 +470,7 @@ impl Default for OltpParams {
             row_us: 2.5,
             range: 1000,
             sort_us: 300.0,
+            gate_call_us: 0.0,
             settings: vec![OltpSetting::seed_fifo(), OltpSetting::seed_flifo()],
             seed: 1,
         }
@@ -613,6 +618,7 @@ pub fn oltp_point(
     if let Some(on) = s.gate_mutex {
         sim.set_gate_mutex(on);
     }
+    sim.set_gate_call_cpu((p.gate_call_us * 1e3) as u64);
     for _ in 0..threads {
         sim.spawn(Box::new(Oltp::new(costs, s.row_send)));
     }
@@ -636,6 +642,18 @@ fn check_oltp(p: &OltpParams) -> Result<(), String> {
     }
     if p.seconds <= 0.0 || p.warmup_seconds < 0.0 || p.range == 0 {
         return Err("oltp: seconds and range must be positive".into());
+    }
+    for (name, v) in [
+        ("point_us", p.point_us),
+        ("row_us", p.row_us),
+        ("sort_us", p.sort_us),
+        ("gate_call_us", p.gate_call_us),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!(
+                "oltp: {name} = {v} must be a finite, non-negative time"
+            ));
+        }
     }
     if p.settings.is_empty() {
         return Err("oltp: no gate settings".into());
