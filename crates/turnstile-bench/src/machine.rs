@@ -225,6 +225,13 @@ pub struct Host {
     pub date: String,
     /// The CPU the single-CPU measurements were pinned to.
     pub pinned_cpu: usize,
+    /// Share of all CPUs' time during the calibration that other processes used (busy time
+    /// in `/proc/stat` minus this process's own): above a few percent, the figures were
+    /// disturbed by a neighbour and the calibration should be run again on a quiet machine.
+    pub others_cpu_share: f64,
+    /// Share of all CPUs' time stolen by the hypervisor for other guests (`/proc/stat`'s
+    /// steal column) during the calibration.
+    pub steal_share: f64,
 }
 
 /// `context_switch_ns`.
@@ -373,7 +380,8 @@ pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Cali
     let allowed = allowed_cpus()?;
     // The last CPU we may use: CPU 0 is where device interrupts usually land.
     let cpu = *allowed.last().ok_or("this process may run on no CPU")?;
-    let host = host_info(cpus, cpu);
+    let mut host = host_info(cpus, cpu);
+    let cpu_before = CpuTimes::now();
     let reps = cfg.reps;
 
     progress(&format!(
@@ -484,6 +492,14 @@ pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Cali
         uncontended_pairs: cfg.mutex_uncontended_pairs,
     };
 
+    if let (Some(a), Some(b)) = (cpu_before, CpuTimes::now()) {
+        let total = b.total.saturating_sub(a.total).max(1) as f64;
+        let ours = b.ours.saturating_sub(a.ours);
+        let others = b.busy.saturating_sub(a.busy).saturating_sub(ours);
+        host.others_cpu_share = (others as f64 / total * 1000.0).round() / 1000.0;
+        host.steal_share =
+            (b.steal.saturating_sub(a.steal) as f64 / total * 1000.0).round() / 1000.0;
+    }
     Ok(Calibration {
         host,
         reps,
@@ -1130,6 +1146,48 @@ fn host_info(cpus: usize, pinned_cpu: usize) -> Host {
         arch,
         date: utc_date(SystemTime::now()),
         pinned_cpu,
+        others_cpu_share: 0.0,
+        steal_share: 0.0,
+    }
+}
+
+/// CPU time so far, in clock ticks (`/proc/stat` and `/proc/self/stat` share the unit).
+#[derive(Debug, Clone, Copy)]
+struct CpuTimes {
+    /// All CPUs, every column (idle included).
+    total: u64,
+    /// All CPUs, busy: user, nice, system, irq, softirq.
+    busy: u64,
+    /// All CPUs, stolen by the hypervisor.
+    steal: u64,
+    /// This process, user + system (its finished threads included).
+    ours: u64,
+}
+
+impl CpuTimes {
+    fn now() -> Option<CpuTimes> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let cols: Vec<u64> = stat
+            .lines()
+            .next()?
+            .strip_prefix("cpu ")?
+            .split_whitespace()
+            .map(|v| v.parse().ok())
+            .collect::<Option<_>>()?;
+        // user nice system idle iowait irq softirq steal [guest guest_nice: inside user/nice]
+        let col = |i: usize| cols.get(i).copied().unwrap_or(0);
+        let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // Fields after the ")" that closes the command name: state is field 3, so utime
+        // (field 14) and stime (15) are the 12th and 13th after it.
+        let mut after = own.rsplit_once(')')?.1.split_whitespace().skip(11);
+        let utime: u64 = after.next()?.parse().ok()?;
+        let stime: u64 = after.next()?.parse().ok()?;
+        Some(CpuTimes {
+            total: (0..8).map(col).sum(),
+            busy: col(0) + col(1) + col(2) + col(5) + col(6),
+            steal: col(7),
+            ours: utime + stime,
+        })
     }
 }
 
@@ -1222,6 +1280,14 @@ mod tests {
         );
         positive("mutex uncontended", c.mutex.uncontended_pair.median_ns);
         assert_eq!(c.context_switch.per_switch.runs_ns.len(), 3);
+        non_negative("others' CPU share", c.host.others_cpu_share);
+        assert!(c.host.others_cpu_share <= 1.0);
+    }
+
+    #[test]
+    fn cpu_times_read_from_proc() {
+        let t = CpuTimes::now().expect("/proc/stat and /proc/self/stat parse");
+        assert!(t.total >= t.busy + t.steal);
     }
 
     #[test]

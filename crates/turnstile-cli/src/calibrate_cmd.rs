@@ -137,6 +137,23 @@ mod linux {
         ))
     }
 
+    /// Share of the CPUs other processes may use during a calibration before its figures are
+    /// called disturbed: 5 %, a little over what an idle machine's daemons use, and a tenth of
+    /// one busy neighbour thread on 2 cores (50 %).
+    const DISTURBED_SHARE: f64 = 0.05;
+
+    /// A warning when neighbours or the hypervisor took a noticeable share of the CPUs.
+    pub(super) fn disturbed(c: &Calibration) -> Option<String> {
+        let h = &c.host;
+        (h.others_cpu_share + h.steal_share > DISTURBED_SHARE).then(|| {
+            format!(
+                "warning: other processes used {:.0} % of the CPUs (and steal {:.0} %) during the calibration: its figures are disturbed; run it again on a quiet machine",
+                100.0 * h.others_cpu_share,
+                100.0 * h.steal_share
+            )
+        })
+    }
+
     fn spread(r: &Repeated) -> String {
         format!(
             "median of {} ({:.0}…{:.0})",
@@ -154,7 +171,7 @@ mod linux {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "turnstile calibrate — {} ({} CPUs available, {} online), {} {}, {}; {} repetitions, {:.1} s\n",
+            "turnstile calibrate — {} ({} CPUs available, {} online), {} {}, {}; {} repetitions, {:.1} s; other processes used {:.1} % of the CPUs meanwhile, hypervisor steal {:.1} %\n",
             if h.cpu_model.is_empty() { "unknown CPU" } else { &h.cpu_model },
             h.cpus_available,
             h.cpus_online,
@@ -162,8 +179,13 @@ mod linux {
             h.arch,
             h.date,
             c.reps,
-            c.wall_s
+            c.wall_s,
+            100.0 * h.others_cpu_share,
+            100.0 * h.steal_share
         );
+        if let Some(w) = disturbed(c) {
+            let _ = writeln!(s, "**{w}**\n");
+        }
         s.push_str("| parameter | value | how measured |\n|---|---:|---|\n");
         let mut row = |name: &str, v: String, how: String| {
             let _ = writeln!(s, "| {name} | {v} | {how} |");
@@ -319,6 +341,9 @@ mod linux {
             step += 1;
             eprintln!("[{step}/{}] {what}", machine::STEPS);
         })?;
+        if let Some(w) = disturbed(&c) {
+            eprintln!("{w}");
+        }
         let f = file(c, a.cores);
         f.machine.validate()?;
         let text = to_toml(&f)?;
@@ -392,6 +417,17 @@ mod tests {
         assert_eq!(m.cores, 8);
         assert_eq!(m.wake_per_runnable_ns, 0);
         assert_eq!(m.cache_refill_ns, 0);
+    }
+
+    #[test]
+    fn a_busy_neighbour_is_flagged_and_a_quiet_machine_is_not() {
+        let mut c = calibration();
+        c.host.others_cpu_share = 0.01;
+        assert!(disturbed(&c).is_none());
+        c.host.others_cpu_share = 0.4;
+        let w = disturbed(&c).unwrap();
+        assert!(w.contains("40 %"), "{w}");
+        assert!(table(&file(c, None)).contains(&w));
     }
 
     #[test]
