@@ -6,12 +6,15 @@
 //! * [`async_gate`] — the async line of `bench gate`: the async session beside
 //!   `tokio::sync::Semaphore`.
 //! * [`live`] — the gates running now, for exporting metrics during long runs.
+//! * `machine` (Linux) — `turnstile calibrate`: this machine's parameters for the simulator.
 
 pub mod async_gate;
 pub mod baseline;
 pub mod chart;
 pub mod gate;
 pub mod live;
+#[cfg(target_os = "linux")]
+pub mod machine;
 pub mod mutex;
 pub mod repro;
 pub mod rusage;

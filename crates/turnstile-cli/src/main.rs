@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use turnstile_bench::gate::{self as gate_bench, GateBenchConfig, GateBenchReport, Variant};
 use turnstile_bench::mutex::{self as mutex_bench, LockVariant, MutexBenchConfig};
 
+mod calibrate_cmd;
 mod metrics_file;
 mod repro_cmd;
 mod sim_cmd;
@@ -35,6 +36,9 @@ enum Command {
     Repro(repro_cmd::Repro),
     /// Simulate an N-core machine running the same gate policies.
     Sim(sim_cmd::SimArgs),
+    /// Measure this machine's parameters for the simulator (context switch, cache refill,
+    /// wake-up latency, timer slack, yield, mutex hand-off) and write them as TOML.
+    Calibrate(calibrate_cmd::CalibrateArgs),
 }
 
 #[derive(Subcommand)]
@@ -296,6 +300,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Repro(r) => repro_cmd::run(r),
         Command::Sim(a) => sim_cmd::run(a),
+        Command::Calibrate(a) => calibrate_cmd::run(a),
         Command::Bench(Bench::Gate(args)) => bench_gate(args),
         Command::Bench(Bench::Mutex(args)) => bench_mutex(args),
     };

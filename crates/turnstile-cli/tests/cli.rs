@@ -632,3 +632,31 @@ fn an_unwritable_metrics_file_exits_2_before_running() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write metrics file"));
 }
+
+#[test]
+fn calibrate_bad_input_exits_2_before_measuring() {
+    for (bad, expect) in [
+        (
+            vec!["--cores", "0"],
+            "--cores must be between 1 and 4096 (got 0)",
+        ),
+        (
+            vec!["--cores", "5000"],
+            "--cores must be between 1 and 4096",
+        ),
+        (vec!["--cores", "two"], "invalid value"),
+        (
+            vec!["--out", "/proc/turnstile-nope/machine.toml"],
+            "cannot create folder /proc/turnstile-nope",
+        ),
+    ] {
+        let mut args = vec!["calibrate", "--quick"];
+        args.extend(bad.iter().copied());
+        let out = turnstile(&args);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{bad:?}: {err}");
+        assert!(!err.contains("[1/"), "{bad:?} started measuring: {err}");
+        assert!(out.stdout.is_empty(), "nothing half-written on stdout");
+    }
+}
