@@ -101,6 +101,15 @@ pub struct OltpArgs {
     /// Seconds per point (default 2; quick 0.5).
     #[arg(long)]
     seconds: Option<f64>,
+    /// Gate settings to run (comma-separated): classic, flifo, polling, timer, unlimited.
+    /// Default: all.
+    #[arg(long, value_delimiter = ',')]
+    policies: Option<Vec<String>>,
+    /// What the server layer does with the slot for each row sent to the client, for every
+    /// setting: force-exit (MySQL 5.0/5.1, as the seed ran: every row of the simple range is
+    /// a new admission) or keep (5.5+).
+    #[arg(long, default_value = "force-exit")]
+    row_send: String,
     /// Folder for the TPS chart.
     #[arg(long, default_value = "reports/repro-oltp")]
     out: PathBuf,
@@ -203,6 +212,12 @@ fn oltp_config(a: &OltpArgs) -> Result<oltp::OltpConfig, String> {
         c.threads = t.clone();
     }
     c.duration = seconds(a.seconds, c.duration)?;
+    let row_send = a.row_send.parse::<oltp::RowSend>()?;
+    let names = match &a.policies {
+        Some(p) => p.clone(),
+        None => c.settings.iter().map(|s| s.name.to_string()).collect(),
+    };
+    c.settings = oltp::GateSetting::select(&names, row_send)?;
     Ok(c)
 }
 

@@ -236,10 +236,53 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 5 * 2);
-    for key in ["policy", "threads", "tps", "p99_ms", "cs_per_s"] {
+    for key in [
+        "policy",
+        "threads",
+        "tps",
+        "p99_ms",
+        "cs_per_s",
+        "cs_per_txn",
+        "admissions_per_txn",
+        "sleeps_per_txn",
+        "queue_waits_per_txn",
+        "cpu_sys",
+        "cpu_idle",
+    ] {
         assert!(!runs[0][key].is_null(), "missing {key}");
     }
+    assert!(runs.iter().all(|r| r["row_send"] == "force-exit"));
     assert!(charts.join("oltp-tps.svg").is_file());
+
+    let out = turnstile(&[
+        "repro",
+        "oltp",
+        "--data-dir",
+        d,
+        "--rows",
+        "2000",
+        "--range",
+        "100",
+        "--threads",
+        "1",
+        "--seconds",
+        "0.05",
+        "--policies",
+        "flifo,classic",
+        "--row-send",
+        "keep",
+        "--out",
+        charts.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(md.contains("Row send: **keep**"), "{md}");
+    assert!(md.contains("| flifo | keep | 1 |") && md.contains("| classic | keep | 1 |"));
+    assert!(!md.contains("| polling |"), "{md}");
 
     let charts = temp("repro-pileup-charts");
     let out = turnstile(&[
@@ -351,6 +394,21 @@ fn repro_bad_input_exits_2_and_writes_nothing() {
                 "100",
             ],
             "larger than the table",
+        ),
+        (
+            vec![
+                "repro",
+                "oltp",
+                "--data-dir",
+                d,
+                "--policies",
+                "classic,fifo",
+            ],
+            "unknown oltp setting 'fifo': expected one of classic, flifo",
+        ),
+        (
+            vec!["repro", "oltp", "--data-dir", d, "--row-send", "drop"],
+            "unknown row-send setting 'drop'",
         ),
         (
             vec!["repro", "pileup", "--data-dir", d, "--tables", "0"],

@@ -9,6 +9,14 @@
 //!   while holding one global commit mutex (MySQL with the binlog on and no group commit).
 //!   [`CommitMode::HoldSlot`] keeps the gate slot while waiting for that mutex (the bug behind
 //!   seed 004); [`CommitMode::ReleaseSlot`] steps out of the gate first (the fix).
+//! * Rows sent to the client ([`RowSend`], per connection): MySQL 5.0/5.1's server layer
+//!   force-exits the gate before it sends each row (`select_send::send_data` →
+//!   `ha_release_temporary_latches` → `srv_conc_force_exit_innodb`), so every row sent costs the
+//!   next fetch a fresh admission ([`RowSend::ForceExit`]); 5.5 and later send the row keeping
+//!   the slot and the tickets ([`RowSend::Keep`], the default). Which rows are sent is part of
+//!   the API: [`Connection::scan_sent`] and [`Connection::point_select`] send their rows;
+//!   [`Connection::scan`] hands rows to the server (an aggregate, a sort buffer), which sends
+//!   its result after the statement ended.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -104,6 +112,52 @@ impl CommitMode {
         match self {
             CommitMode::HoldSlot => "hold-slot",
             CommitMode::ReleaseSlot => "release-slot",
+        }
+    }
+}
+
+/// What the server layer does with the session's gate slot when it sends a row to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RowSend {
+    /// MySQL 5.0/5.1: force-exit before each row sent (`select_send::send_data` calls
+    /// `ha_release_temporary_latches`, which ends in `srv_conc_force_exit_innodb`): the slot is
+    /// freed and the tickets are thrown away, so the next row fetched needs a new admission.
+    /// Seed 001's FIFO ran 5.0.84.
+    ForceExit,
+    /// MySQL 5.5 and later: the row is sent while the session keeps its slot and tickets.
+    #[default]
+    Keep,
+}
+
+impl RowSend {
+    /// Both settings, in report order.
+    pub const ALL: [RowSend; 2] = [RowSend::ForceExit, RowSend::Keep];
+
+    /// The name used in reports: `force-exit` / `keep`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RowSend::ForceExit => "force-exit",
+            RowSend::Keep => "keep",
+        }
+    }
+}
+
+impl std::fmt::Display for RowSend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for RowSend {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "force-exit" => Ok(RowSend::ForceExit),
+            "keep" => Ok(RowSend::Keep),
+            _ => Err(format!(
+                "unknown row-send setting '{s}': expected force-exit (MySQL 5.0/5.1) or keep (5.5+)"
+            )),
         }
     }
 }
@@ -351,18 +405,33 @@ impl Engine {
     }
 }
 
-/// One client connection: a gate session plus the handler calls.
+/// One client connection: a gate session plus the handler calls, and the server layer's
+/// [`RowSend`] setting for the rows it sends to the client.
+///
+/// Which statements send per row (sysbench's read-only transaction):
+///
+/// | statement | handler call | rows sent per row fetched? |
+/// |---|---|---|
+/// | `SELECT c … WHERE id=?` | [`Connection::point_select`] | its row, after the statement ended |
+/// | `SELECT c … BETWEEN ? AND ?` | [`Connection::scan_sent`] | yes: one send per row, inside the statement |
+/// | `SELECT SUM(k) … BETWEEN` | [`Connection::scan`] | no: one aggregate row after the statement |
+/// | `… ORDER BY c`, `DISTINCT c … ORDER BY c` | [`Connection::range_sorted_by_c`] | no: rows go to the sort, sent after the statement |
+///
+/// So [`RowSend::ForceExit`] adds admissions only to the simple range (one per row sent).
 pub struct Connection {
     engine: Arc<Engine>,
     session: Session,
+    row_send: RowSend,
 }
 
 impl Connection {
-    /// A connection to `engine` through `gate` (one session of it).
+    /// A connection to `engine` through `gate` (one session of it), sending rows with
+    /// [`RowSend::Keep`] (see [`Connection::set_row_send`]).
     pub fn new(engine: Arc<Engine>, gate: &Gate, label: impl Into<String>) -> Connection {
         Connection {
             engine,
             session: gate.named_session(label),
+            row_send: RowSend::default(),
         }
     }
 
@@ -371,11 +440,51 @@ impl Connection {
         &mut self.session
     }
 
+    /// Sets what the server layer does with the slot when it sends a row to the client.
+    pub fn set_row_send(&mut self, row_send: RowSend) {
+        self.row_send = row_send;
+    }
+
+    /// The row-send setting.
+    pub fn row_send(&self) -> RowSend {
+        self.row_send
+    }
+
     /// Scans primary keys `lo..=hi` of `table` in one statement, one gate enter/exit per row
-    /// fetched (the cursor's `next` runs inside the call), calling `f` on each row outside it.
-    /// Returns the rows fetched.
-    pub fn scan(&mut self, table: &str, lo: u32, hi: u32, mut f: impl FnMut(&Row)) -> Result<u64> {
+    /// fetched (the cursor's `next` runs inside the call), handing each row to `f` in the
+    /// server layer — an aggregate or a sort buffer, **not** a send to the client: the slot and
+    /// tickets are kept whatever the [`RowSend`] setting. Returns the rows fetched. A scan of
+    /// n rows makes n + 1 enters (the last finds the end).
+    pub fn scan(&mut self, table: &str, lo: u32, hi: u32, f: impl FnMut(&Row)) -> Result<u64> {
+        self.scan_inner(table, lo, hi, false, f)
+    }
+
+    /// Like [`Connection::scan`], but each row fetched is sent to the client by `send`, as
+    /// `SELECT … WHERE id BETWEEN ? AND ?` does: with [`RowSend::ForceExit`] the statement
+    /// force-exits before each send (a step-out for [`StepOutReason::SendingResults`] while it
+    /// is inside: slot freed, tickets to 0), so every row fetched after the first is a new
+    /// admission — n + 1 admissions for n rows; with [`RowSend::Keep`] `send` runs keeping the
+    /// slot and tickets.
+    pub fn scan_sent(
+        &mut self,
+        table: &str,
+        lo: u32,
+        hi: u32,
+        send: impl FnMut(&Row),
+    ) -> Result<u64> {
+        self.scan_inner(table, lo, hi, true, send)
+    }
+
+    fn scan_inner(
+        &mut self,
+        table: &str,
+        lo: u32,
+        hi: u32,
+        sent: bool,
+        mut f: impl FnMut(&Row),
+    ) -> Result<u64> {
         let engine = self.engine.clone();
+        let force_exit = sent && self.row_send == RowSend::ForceExit;
         let r = engine.db.begin_read()?;
         let t = r.open_table(rows_table(table))?;
         let mut it = t.range(lo..=hi)?;
@@ -390,7 +499,15 @@ impl Connection {
                 Some(item) => {
                     let (k, v) = item?;
                     let row = Row::decode(k.value(), v.value());
-                    f(std::hint::black_box(&row));
+                    if force_exit && stmt.is_inside() {
+                        // `srv_conc_force_exit_innodb` does nothing for a thread not inside
+                        // (its last ticket already took it out).
+                        stmt.step_out(StepOutReason::SendingResults, || {
+                            f(std::hint::black_box(&row))
+                        });
+                    } else {
+                        f(std::hint::black_box(&row));
+                    }
                     n += 1;
                 }
             }
@@ -405,7 +522,10 @@ impl Connection {
         self.scan(table, 0, u32::MAX, |_| {})
     }
 
-    /// `SELECT c FROM table WHERE id = ?`: one statement of one call.
+    /// `SELECT c FROM table WHERE id = ?`: one statement of one call. The row returned is the
+    /// row the server sends to the client; the statement has ended (force-exited) before it is
+    /// returned, in both [`RowSend`] settings: 5.0's force-exit before the send and the
+    /// statement's own end are one exit here, counted once, and the send costs no admission.
     pub fn point_select(&mut self, table: &str, id: u32) -> Result<Option<Row>> {
         let engine = self.engine.clone();
         let r = engine.db.begin_read()?;
@@ -419,8 +539,10 @@ impl Connection {
         Ok(row)
     }
 
-    /// Rows fetched in `lo..=hi` collected, then sorted by `c` outside the engine (a file
-    /// sort: the statement steps out of the gate for it). `distinct` drops duplicate `c`.
+    /// Rows fetched in `lo..=hi` collected ([`Connection::scan`]: into the sort, not sent),
+    /// then sorted by `c` after the cursor's statement ended, outside the gate. `distinct`
+    /// drops duplicate `c`. The sorted rows are sent after the statement, so [`RowSend`] adds
+    /// no admission here.
     pub fn range_sorted_by_c(
         &mut self,
         table: &str,
@@ -536,6 +658,118 @@ mod tests {
         drop(c);
         drop(e);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Admissions a statement made: the gate's counter before and after it.
+    fn admissions(g: &Gate, f: impl FnOnce()) -> u64 {
+        let before = g.snapshot().counters.admissions;
+        f();
+        g.snapshot().counters.admissions - before
+    }
+
+    #[test]
+    fn force_exit_makes_every_row_sent_an_admission_and_keep_spends_tickets() {
+        let (e, dir) = temp_engine("rowsend");
+        e.ensure_table("t", 3000, &mut |_, _| {}).unwrap();
+        let g = gate(100);
+        let mut c = Connection::new(e.clone(), &g, "send");
+        assert_eq!(
+            c.row_send(),
+            RowSend::Keep,
+            "the default keeps today's behaviour"
+        );
+        // Keep: 1001 enters (the last finds the end), each admission covers 1 + 100 of them.
+        let mut sent = 0;
+        let n = admissions(&g, || {
+            assert_eq!(c.scan_sent("t", 1001, 2000, |_| sent += 1).unwrap(), 1000);
+        });
+        assert_eq!((n, sent), (1001u64.div_ceil(101), 1000));
+        // Force-exit: every row sent throws the tickets away, so each of the 1000 fetches and
+        // the one that finds the end is an admission of its own.
+        c.set_row_send(RowSend::ForceExit);
+        let steps_before = g.snapshot().counters.step_outs;
+        let n = admissions(&g, || {
+            assert_eq!(c.scan_sent("t", 1001, 2000, |_| {}).unwrap(), 1000);
+        });
+        assert_eq!(n, 1001);
+        assert_eq!(g.snapshot().counters.step_outs - steps_before, 1000);
+        assert_eq!(g.stats().inside, 0);
+        drop(c);
+        drop(g);
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn rows_not_sent_per_row_cost_the_same_admissions_in_both_settings() {
+        let (e, dir) = temp_engine("rowsend-agg");
+        e.ensure_table("t", 3000, &mut |_, _| {}).unwrap();
+        let mut counts = Vec::new();
+        for rs in RowSend::ALL {
+            let g = gate(100);
+            let mut c = Connection::new(e.clone(), &g, rs.name());
+            c.set_row_send(rs);
+            let mut sum = 0u64;
+            let sum_range = admissions(&g, || {
+                c.scan("t", 1, 1000, |r| sum += r.k as u64).unwrap();
+            });
+            let sorted = admissions(&g, || {
+                assert_eq!(c.range_sorted_by_c("t", 1, 1000, true).unwrap().len(), 1000);
+            });
+            let point = admissions(&g, || {
+                assert!(c.point_select("t", 5).unwrap().is_some());
+            });
+            assert_eq!(
+                g.snapshot().counters.step_outs,
+                0,
+                "{rs}: nothing sent per row"
+            );
+            counts.push((sum_range, sorted, point));
+        }
+        assert_eq!(counts[0], counts[1], "force-exit vs keep");
+        assert_eq!(counts[0], (1001u64.div_ceil(101), 1001u64.div_ceil(101), 1));
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn force_exit_frees_the_slot_while_a_row_is_sent() {
+        let (e, dir) = temp_engine("rowsend-slot");
+        e.ensure_table("t", 100, &mut |_, _| {}).unwrap();
+        for rs in RowSend::ALL {
+            let g = Gate::new(GateConfig::new(Policy::Classic).limit(1).tickets(500)).unwrap();
+            let mut c = Connection::new(e.clone(), &g, "sender");
+            c.set_row_send(rs);
+            let mut other = g.named_session("other");
+            other.set_wait_timeout(Some(Duration::from_millis(5)));
+            let mut seen = Vec::new();
+            c.scan_sent("t", 1, 3, |_| {
+                // A second session asks for the only slot while the row is being sent.
+                let got_in = other.begin().enter().is_ok();
+                seen.push((g.stats().inside, got_in));
+            })
+            .unwrap();
+            match rs {
+                RowSend::ForceExit => assert_eq!(seen, [(0, true); 3], "slot free between rows"),
+                RowSend::Keep => assert_eq!(seen, [(1, false); 3], "slot kept while sending"),
+            }
+            assert_eq!(c.row_send(), rs);
+        }
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn row_send_names_round_trip() {
+        for rs in RowSend::ALL {
+            assert_eq!(rs.name().parse::<RowSend>(), Ok(rs));
+            assert_eq!(rs.to_string(), rs.name());
+        }
+        let e = "5.0".parse::<RowSend>().unwrap_err();
+        assert!(
+            e.contains("'5.0'") && e.contains("force-exit") && e.contains("keep"),
+            "{e}"
+        );
     }
 
     #[test]

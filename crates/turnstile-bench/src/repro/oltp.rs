@@ -1,11 +1,16 @@
 //! Seed 001: sysbench's classic read-only transaction against client threads, for the seed's
-//! FIFO (`classic`, limit 32, default tickets) and FLIFO (limit 16, tickets 500, sleep delay 0)
-//! configurations, `polling`, `timer` and `unlimited`.
+//! FIFO (`classic`: MySQL 5.0.84's defaults, limit 32, 500 tickets, 10 ms sleep) and FLIFO
+//! (limit 16, tickets 500, sleep delay 0) configurations, `polling`, `timer` and `unlimited`.
 //!
 //! One transaction: 10 point selects `SELECT c FROM sbtest WHERE id=?`, one simple range
 //! `… WHERE id BETWEEN ? AND ?`, one `SUM(k)` over a range, one range `ORDER BY c`, and one
 //! `DISTINCT c` range `ORDER BY c`; ranges of `range` rows starting uniformly in
 //! [1, rows − range + 1]. Sorting happens after the cursor's statement, outside the gate.
+//!
+//! The server layer is part of the setting ([`RowSend`]): the seed ran 5.0.84, whose server
+//! force-exits the gate before each row sent to the client, so the simple range's `range` rows
+//! are `range` + 1 admissions ([`RowSend::ForceExit`], the default here for every setting, so
+//! that the policies are compared on one server); [`RowSend::Keep`] is 5.5 and later.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -14,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use turnstile::{Gate, GateConfig, Histogram, HistogramSnapshot, Policy};
+pub use turnstile_engine::RowSend;
 use turnstile_engine::{Connection, Engine};
 
 use super::{join_all, stopped, Common, Progress, ReproError};
@@ -41,6 +47,13 @@ pub struct GateSetting {
     pub tickets: u32,
     /// Sleep delay, µs.
     pub sleep_delay_us: u64,
+    /// What the server layer does with the slot for each row sent to the client.
+    #[serde(serialize_with = "ser_row_send")]
+    pub row_send: RowSend,
+}
+
+fn ser_row_send<S: serde::Serializer>(r: &RowSend, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(r.name())
 }
 
 fn ser_policy<S: serde::Serializer>(p: &Policy, s: S) -> Result<S::Ok, S::Error> {
@@ -48,16 +61,20 @@ fn ser_policy<S: serde::Serializer>(p: &Policy, s: S) -> Result<S::Ok, S::Error>
 }
 
 impl GateSetting {
-    /// The seed's two configurations and the other policies. `classic`: "FIFO: limit 32,
-    /// default tickets" (5000, MySQL 5.5+); `flifo`: limit 16, tickets 500, sleep delay 0;
-    /// `polling` and `timer` run the classic setting.
+    /// The seed's two configurations as the seed ran them, and the other policies on the same
+    /// server. `classic`: "FIFO: limit 32, default tickets" on MySQL 5.0.84, whose default
+    /// `innodb_concurrency_tickets` is 500 (5.5 raised it to 5000) and whose
+    /// `innodb_thread_sleep_delay` is 10 ms; `flifo`: limit 16, tickets 500, sleep delay 0;
+    /// `polling` and `timer` run the classic setting, `unlimited` its tickets. All send rows
+    /// with [`RowSend::ForceExit`], as 5.0 does.
     pub fn seed_settings() -> Vec<GateSetting> {
         let classic = GateSetting {
             name: "classic",
             policy: Policy::Classic,
             limit: 32,
-            tickets: 5000,
+            tickets: 500,
             sleep_delay_us: 10_000,
+            row_send: RowSend::ForceExit,
         };
         vec![
             classic,
@@ -67,6 +84,7 @@ impl GateSetting {
                 limit: 16,
                 tickets: 500,
                 sleep_delay_us: 0,
+                row_send: RowSend::ForceExit,
             },
             GateSetting {
                 name: "polling",
@@ -85,6 +103,42 @@ impl GateSetting {
                 ..classic
             },
         ]
+    }
+
+    /// The setting names [`GateSetting::seed_settings`] knows, comma-separated (for errors).
+    pub fn names() -> String {
+        GateSetting::seed_settings()
+            .iter()
+            .map(|s| s.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The seed settings named in `names`, in the order given, each sending rows by
+    /// `row_send`. An unknown or repeated name is an error that lists the known ones.
+    pub fn select(names: &[String], row_send: RowSend) -> Result<Vec<GateSetting>, String> {
+        let all = GateSetting::seed_settings();
+        let mut out: Vec<GateSetting> = Vec::new();
+        for n in names {
+            let n = n.trim();
+            let Some(s) = all.iter().find(|s| s.name == n) else {
+                return Err(format!(
+                    "unknown oltp setting '{n}': expected one of {}",
+                    GateSetting::names()
+                ));
+            };
+            if out.iter().any(|o| o.name == s.name) {
+                return Err(format!("oltp setting '{n}' is named twice"));
+            }
+            out.push(GateSetting { row_send, ..*s });
+        }
+        if out.is_empty() {
+            return Err(format!(
+                "no oltp setting named: expected some of {}",
+                GateSetting::names()
+            ));
+        }
+        Ok(out)
     }
 
     fn gate(&self) -> Result<Gate, ReproError> {
@@ -158,6 +212,16 @@ pub struct OltpRun {
     pub cpu_sys: f64,
     /// Idle, % of the machine.
     pub cpu_idle: f64,
+    /// The setting's row send ([`RowSend::name`]).
+    pub row_send: &'static str,
+    /// Process context switches in the window ÷ transactions completed in it.
+    pub cs_per_txn: f64,
+    /// Gate admissions in the window ÷ transactions (ticket re-entries are not admissions).
+    pub admissions_per_txn: f64,
+    /// Sleeps taken (before queueing, between polls, timer sleeps) ÷ transactions.
+    pub sleeps_per_txn: f64,
+    /// Waits in the FIFO queue ÷ transactions.
+    pub queue_waits_per_txn: f64,
     /// Most sessions declared inside at the end of the interval.
     pub inside_at_end: u32,
     /// Sessions waiting at the end of the interval.
@@ -218,7 +282,8 @@ pub fn transaction(
         (lo, lo + range - 1)
     };
     let (lo, hi) = start();
-    shape.range_rows[0] = c.scan(TABLE, lo, hi, |r| {
+    // The only statement that sends a row to the client per row fetched.
+    shape.range_rows[0] = c.scan_sent(TABLE, lo, hi, |r| {
         std::hint::black_box(r.c);
     })? as u32;
     let (lo, hi) = start();
@@ -294,7 +359,7 @@ fn point(
     let start = Arc::new(Barrier::new(threads + 1));
     let done: Arc<Vec<Count>> = Arc::new((0..threads).map(|_| Count::default()).collect());
     let lat: Arc<Vec<Histogram>> = Arc::new((0..threads).map(|_| Histogram::new()).collect());
-    let (rows, range) = (cfg.rows, cfg.range);
+    let (rows, range, row_send) = (cfg.rows, cfg.range, s.row_send);
     let hs: Vec<_> = (0..threads)
         .map(|i| {
             let (engine, gate, stop, start, done, lat) = (
@@ -309,6 +374,7 @@ fn point(
                 .stack_size(512 * 1024)
                 .spawn(move || -> Result<(), ReproError> {
                     let mut c = Connection::new(engine, &gate, format!("client-{i}"));
+                    c.set_row_send(row_send);
                     let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (i as u64 + 1);
                     start.wait();
                     let mut n = 0;
@@ -348,10 +414,18 @@ fn point(
     let user = 100.0 * usage.user.as_secs_f64() / secs / cpus;
     let sys = 100.0 * usage.sys.as_secs_f64() / secs / cpus;
     let h = h1.since(&h0);
+    // Per transaction completed in the window (÷ 1 if none completed).
+    let txns = (n1 - n0).max(1) as f64;
+    let (c0, c1) = (&snap0.counters, &snap.counters);
     Ok(OltpRun {
         policy: s.name,
         threads,
         tps: (n1 - n0) as f64 / secs,
+        row_send: s.row_send.name(),
+        cs_per_txn: usage.context_switches() as f64 / txns,
+        admissions_per_txn: c1.admissions.saturating_sub(c0.admissions) as f64 / txns,
+        sleeps_per_txn: c1.sleeps.saturating_sub(c0.sleeps) as f64 / txns,
+        queue_waits_per_txn: c1.queue_waits.saturating_sub(c0.queue_waits) as f64 / txns,
         p50_ms: h.quantile(0.5) as f64 / 1e6,
         p99_ms: h.quantile(0.99) as f64 / 1e6,
         cs_per_s: usage.context_switches() as f64 / secs,
@@ -379,6 +453,30 @@ pub const SEED_TPS: [(f64, f64); 11] = [
     (637.37, 255.04),
 ];
 
+/// The seed's context switches per transaction at its highest thread count (vmstat cs/s ÷
+/// TPS): (FLIFO 66,694 / 637, FIFO 238,890 / 255).
+pub const SEED_CS_PER_TXN: (f64, f64) = (66_694.0 / 637.37, 238_890.0 / 255.04);
+
+/// How the report's settings send rows: "force-exit", or each setting's when they differ.
+fn row_send_summary(r: &OltpReport) -> String {
+    let mut names: Vec<&str> = r
+        .config
+        .settings
+        .iter()
+        .map(|s| s.row_send.name())
+        .collect();
+    names.dedup();
+    if names.len() == 1 {
+        return names[0].to_string();
+    }
+    r.config
+        .settings
+        .iter()
+        .map(|s| format!("{} {}", s.name, s.row_send.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Markdown section.
 pub fn markdown(r: &OltpReport) -> String {
     use std::fmt::Write;
@@ -386,15 +484,35 @@ pub fn markdown(r: &OltpReport) -> String {
     let _ = writeln!(
         s,
         "## Seed 001 — OLTP read-only, TPS against client threads\n\n{} rows, range {}, {} ms per point. \
-         Seed (8 cores, 2M rows): FLIFO holds 590–720 TPS past its peak; FIFO falls from 659 to 255 at the highest thread count; \
+         Row send: **{}** (force-exit: MySQL 5.0/5.1 leave the gate before every row sent to the client, \
+         so each row of the simple range is an admission; keep: 5.5+). Settings: {}. \
+         Seed (8 cores, 2M rows, MySQL 5.0.84): FLIFO holds 590–720 TPS past its peak; FIFO falls from 659 to 255 at the highest thread count; \
          ~67k context switches/s (FLIFO) vs ~239k/s (FIFO).\n",
         r.config.rows,
         r.config.range,
-        r.config.duration.as_millis()
+        r.config.duration.as_millis(),
+        row_send_summary(r),
+        r.config
+            .settings
+            .iter()
+            .map(|g| format!(
+                "{} (limit {}, {} tickets, sleep {} ms)",
+                g.name,
+                g.limit,
+                g.tickets,
+                g.sleep_delay_us as f64 / 1000.0
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let _ = writeln!(
         s,
-        "| setting | threads | TPS | p50 ms | p99 ms | cs/s | usr % | sys % | idle % | wake p50 µs | seed TPS (FLIFO / FIFO) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        "Seed context switches per transaction at 1024 threads (vmstat cs/s ÷ TPS): FIFO {:.0}, FLIFO {:.0}.\n",
+        SEED_CS_PER_TXN.1, SEED_CS_PER_TXN.0
+    );
+    let _ = writeln!(
+        s,
+        "| setting | row send | threads | TPS | p50 ms | p99 ms | cs/s | cs/txn | admissions/txn | sleeps/txn | queue waits/txn | usr % | sys % | idle % | wake p50 µs | seed TPS (FLIFO / FIFO) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     );
     for x in &r.runs {
         let seed = crate::gate::DEFAULT_THREADS
@@ -405,13 +523,18 @@ pub fn markdown(r: &OltpReport) -> String {
             });
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
             x.policy,
+            x.row_send,
             x.threads,
             x.tps,
             x.p50_ms,
             x.p99_ms,
             x.cs_per_s,
+            x.cs_per_txn,
+            x.admissions_per_txn,
+            x.sleeps_per_txn,
+            x.queue_waits_per_txn,
             x.cpu_user,
             x.cpu_sys,
             x.cpu_idle,
@@ -480,7 +603,68 @@ mod tests {
         let r = run(&common, &cfg, &mut super::super::Quiet).unwrap();
         assert_eq!(r.runs.len(), 5 * 2);
         assert!(r.runs.iter().any(|x| x.tps > 0.0));
-        assert!(markdown(&r).contains("| flifo | 3 |"));
+        assert!(r.runs.iter().all(|x| x.row_send == "force-exit"));
+        let md = markdown(&r);
+        assert!(md.contains("| flifo | force-exit | 3 |"), "{md}");
+        assert!(md.contains("FIFO 937, FLIFO 105"), "{md}");
+
+        // Classic at one thread, 500 tickets: with keep a transaction is ~10 point-select
+        // admissions + one per range (101 enters < 500 tickets); with force-exit the simple
+        // range alone is 101 admissions (one per row sent, and the fetch that finds the end).
+        let mut per_txn = Vec::new();
+        for rs in RowSend::ALL {
+            let cfg = OltpConfig {
+                threads: vec![1],
+                settings: GateSetting::select(&["classic".into()], rs).unwrap(),
+                duration: Duration::from_millis(200),
+                ..cfg.clone()
+            };
+            assert_eq!(cfg.settings[0].tickets, 500, "MySQL 5.0's default");
+            let r = run(&common, &cfg, &mut super::super::Quiet).unwrap();
+            let x = &r.runs[0];
+            assert_eq!(x.row_send, rs.name());
+            assert!(x.tps > 0.0, "{x:?}");
+            assert!(markdown(&r).contains(&format!("Row send: **{}**", rs.name())));
+            per_txn.push(x.admissions_per_txn);
+        }
+        let (force, keep) = (per_txn[0], per_txn[1]);
+        assert!(
+            force >= 100.0,
+            "force-exit: {force} admissions per transaction"
+        );
+        assert!(
+            (10.0..30.0).contains(&keep),
+            "keep: {keep} admissions per transaction"
+        );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn settings_are_picked_by_name_with_clear_errors() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let s = GateSetting::select(&names(&["flifo", "classic"]), RowSend::Keep).unwrap();
+        assert_eq!(
+            s.iter().map(|s| s.name).collect::<Vec<_>>(),
+            ["flifo", "classic"]
+        );
+        assert!(s.iter().all(|s| s.row_send == RowSend::Keep));
+        assert_eq!(
+            (s[1].limit, s[1].tickets, s[1].sleep_delay_us),
+            (32, 500, 10_000)
+        );
+        let e = GateSetting::select(&names(&["classic", "fifo"]), RowSend::Keep).unwrap_err();
+        assert!(
+            e.contains("'fifo'") && e.contains("classic, flifo, polling, timer, unlimited"),
+            "{e}"
+        );
+        assert!(
+            GateSetting::select(&names(&["timer", "timer"]), RowSend::Keep)
+                .unwrap_err()
+                .contains("twice")
+        );
+        assert!(GateSetting::select(&[], RowSend::Keep).is_err());
+        assert!(GateSetting::seed_settings()
+            .iter()
+            .all(|s| s.row_send == RowSend::ForceExit));
     }
 }
