@@ -2,7 +2,7 @@
 //! and writes them as a TOML file whose `[machine]` table is a
 //! `turnstile_sim::machine::MachineConfig` (the measuring is `turnstile_bench::machine`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -23,11 +23,69 @@ pub struct CalibrateArgs {
     /// The measurements themselves always use the CPUs this process may use.
     #[arg(long)]
     cores: Option<u32>,
+    /// Also measure the embedded engine's own OLTP costs (a point select, a row, a sort, a
+    /// gate call) on one connection, and write them to this file as `sim oltp --config` keys:
+    /// with this file and the `[machine]` above, `sim oltp --cores N` stands for `repro oltp`
+    /// on this machine.
+    #[arg(long, value_name = "FILE")]
+    oltp: Option<PathBuf>,
+    /// The engine's data directory for `--oltp` (the table of `repro oltp` is reused).
+    #[arg(long, default_value = "data")]
+    data_dir: PathBuf,
 }
 
 /// The simulator's limit on `cores` (`MachineConfig::validate`).
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const MAX_CORES: u32 = 4096;
+
+/// Measures the engine's OLTP costs and writes them as `sim oltp --config` keys.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn write_oltp_costs(path: &Path, data_dir: &Path, quick: bool) -> Result<(), String> {
+    use turnstile_bench::repro::{oltp, Common, Progress};
+    struct Lines;
+    impl Progress for Lines {
+        fn step(&mut self, what: &str) {
+            eprintln!("{what}");
+        }
+        fn load(&mut self, done: u64, total: u64) {
+            if done == total {
+                eprintln!("loaded {total} rows");
+            }
+        }
+    }
+    let common = Common {
+        data_dir: data_dir.to_path_buf(),
+        fsync_delay: None,
+    };
+    let cfg = if quick {
+        oltp::OltpConfig::quick()
+    } else {
+        oltp::OltpConfig::full()
+    };
+    let c = oltp::measure_costs(&common, &cfg, if quick { 3 } else { 7 }, &mut Lines)
+        .map_err(|e| e.to_string())?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create folder {}: {e}", dir.display()))?;
+    }
+    let text = format!(
+        "# turnstile calibrate --oltp: the embedded engine's costs on this machine ({} rows, \
+         one connection, median of repetitions), as `turnstile sim oltp --config` keys.\n\
+         # Use with the [machine] calibration: sim oltp --config THIS --machine MACHINE --cores N\n\
+         range = {}\npoint_us = {:.3}\nrow_us = {:.4}\nsort_us = {:.2}\ngate_call_us = {:.4}\n",
+        cfg.rows, c.range, c.point_us, c.row_us, c.sort_us, c.gate_call_us
+    );
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    eprintln!(
+        "engine costs: point select {:.2} µs, row {:.3} µs, sort {:.1} µs, gate call {:.3} µs; wrote {}",
+        c.point_us,
+        c.row_us,
+        c.sort_us,
+        c.gate_call_us,
+        path.display()
+    );
+    Ok(())
+}
 
 #[cfg(not(target_os = "linux"))]
 pub fn run(_: &CalibrateArgs) -> Result<(), String> {
@@ -350,6 +408,9 @@ mod linux {
         std::fs::write(&a.out, &text)
             .map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
         eprintln!("wrote {}", a.out.display());
+        if let Some(path) = &a.oltp {
+            super::write_oltp_costs(path, &a.data_dir, a.quick)?;
+        }
         emit(a.json, &f, table(&f))
     }
 }

@@ -438,6 +438,115 @@ fn point(
     })
 }
 
+/// The engine's own costs for the simulator's OLTP workload, measured on one connection with
+/// nothing else running (`turnstile calibrate --oltp FILE`): what `sim oltp` needs to stand
+/// for `repro oltp` on the same machine. Field names are `sim oltp --config` keys.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct EngineCosts {
+    /// Rows per range.
+    pub range: u64,
+    /// One point select, µs (statement, call, row decode).
+    pub point_us: f64,
+    /// One row of a range fetched on tickets, µs.
+    pub row_us: f64,
+    /// The sort (ORDER BY c) of one range's rows after its statement, µs.
+    pub sort_us: f64,
+    /// One gate call that reaches the policy (an admission or an exit that leaves), µs: half
+    /// the extra cost per row of a sent range under `force-exit` over `keep`, on an
+    /// uncontended `polling` gate.
+    pub gate_call_us: f64,
+}
+
+/// Measures [`EngineCosts`] on `cfg.rows` rows: `reps` repetitions of each figure (the median
+/// is kept), on an uncontended gate of the `polling` setting (limit 32, tickets 500).
+pub fn measure_costs(
+    common: &Common,
+    cfg: &OltpConfig,
+    reps: usize,
+    progress: &mut dyn Progress,
+) -> Result<EngineCosts, ReproError> {
+    if cfg.rows < cfg.range || cfg.range == 0 || reps == 0 {
+        return Err(ReproError::BadInput(
+            "costs: the table must hold a range, and repetitions must be positive".into(),
+        ));
+    }
+    let engine = common.open()?;
+    progress.step(&format!("engine costs: table of {} rows", cfg.rows));
+    engine.ensure_table(TABLE, cfg.rows, &mut |d, t| progress.load(d, t))?;
+    let gate = GateSetting {
+        name: "polling",
+        policy: Policy::Polling,
+        limit: 32,
+        tickets: 500,
+        sleep_delay_us: 10_000,
+        row_send: RowSend::Keep,
+    }
+    .gate()?;
+    let mut c = Connection::new(engine.clone(), &gate, "costs");
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let range = cfg.range;
+    let span = cfg.rows - range + 1;
+    // Enough work per repetition for a stable median on a noisy machine: ~20k rows.
+    let ranges = (20_000 / range as usize).max(5);
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut timed = |c: &mut Connection,
+                     f: &mut dyn FnMut(&mut Connection, &mut Rng) -> Result<(), ReproError>|
+     -> Result<f64, ReproError> {
+        let mut v = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let t = Instant::now();
+            f(c, &mut rng)?;
+            v.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok(median(v))
+    };
+    progress.step("engine costs: point selects, ranges, sorts, forced exits");
+    let points = 5_000;
+    let point_us = timed(&mut c, &mut |c, rng| {
+        for _ in 0..points {
+            std::hint::black_box(c.point_select(TABLE, 1 + rng.below(cfg.rows))?);
+        }
+        Ok(())
+    })? / points as f64;
+    let scan = |c: &mut Connection, rng: &mut Rng, sent: bool| -> Result<(), ReproError> {
+        for _ in 0..ranges {
+            let lo = 1 + rng.below(span);
+            if sent {
+                c.scan_sent(TABLE, lo, lo + range - 1, |r| {
+                    std::hint::black_box(r.c);
+                })?;
+            } else {
+                c.scan(TABLE, lo, lo + range - 1, |r| {
+                    std::hint::black_box(r.c);
+                })?;
+            }
+        }
+        Ok(())
+    };
+    let scan_us = timed(&mut c, &mut |c, rng| scan(c, rng, false))? / ranges as f64;
+    let sorted_us = timed(&mut c, &mut |c, rng| {
+        for _ in 0..ranges {
+            let lo = 1 + rng.below(span);
+            std::hint::black_box(c.range_sorted_by_c(TABLE, lo, lo + range - 1, false)?);
+        }
+        Ok(())
+    })? / ranges as f64;
+    c.set_row_send(RowSend::Keep);
+    let keep_us = timed(&mut c, &mut |c, rng| scan(c, rng, true))? / ranges as f64;
+    c.set_row_send(RowSend::ForceExit);
+    let force_us = timed(&mut c, &mut |c, rng| scan(c, rng, true))? / ranges as f64;
+    Ok(EngineCosts {
+        range: range as u64,
+        point_us,
+        row_us: scan_us / range as f64,
+        sort_us: (sorted_us - scan_us).max(0.0),
+        gate_call_us: ((force_us - keep_us) / range as f64 / 2.0).max(0.0),
+    })
+}
+
 /// The seed's TPS at its eleven thread counts (1…1024): (FLIFO, FIFO).
 pub const SEED_TPS: [(f64, f64); 11] = [
     (186.22, 180.95),
