@@ -52,6 +52,10 @@ const SPINNER_WARMUP: Duration = Duration::from_millis(20);
 /// Sizes and repetitions of one calibration.
 #[derive(Debug, Clone, Serialize)]
 pub struct CalibrateConfig {
+    /// Ring sizes for the switch cost against the number of threads.
+    pub ring_threads: Vec<usize>,
+    /// Hand-offs per ring measurement.
+    pub ring_switches: u64,
     /// Repetitions of each repeated measurement (the median is reported).
     pub reps: usize,
     /// Round trips (two switches each) per context-switch run.
@@ -92,6 +96,9 @@ impl CalibrateConfig {
         CalibrateConfig {
             // 9 runs: the median of 9 ignores up to 4 runs hit by a neighbour's burst.
             reps: 9,
+            // 2 threads is the plain ping-pong; 1024 is the seeds' highest thread count.
+            ring_threads: vec![2, 16, 128, 1024],
+            ring_switches: 200_000,
             // ~80 ms per run at 2 µs per switch: many timer ticks and interrupts averaged.
             switch_round_trips: 20_000,
             // 400 touches of up to 8 MiB: ~50 ms per run at ~120 µs per turn.
@@ -125,6 +132,8 @@ impl CalibrateConfig {
     pub fn quick() -> Self {
         CalibrateConfig {
             reps: 5,
+            ring_threads: vec![2, 128, 1024],
+            ring_switches: 50_000,
             switch_round_trips: 5_000,
             cache_round_trips: 40,
             warm_touches: 40,
@@ -143,6 +152,8 @@ impl CalibrateConfig {
     pub fn tiny() -> Self {
         CalibrateConfig {
             reps: 3,
+            ring_threads: vec![2, 4],
+            ring_switches: 2_000,
             switch_round_trips: 100,
             cache_round_trips: 5,
             cache_bytes: Some(64 << 10),
@@ -234,9 +245,19 @@ pub struct Host {
     pub steal_share: f64,
 }
 
-/// `context_switch_ns`.
+/// `switch_by_threads`: one ring size.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RingPoint {
+    /// Threads in the ring.
+    pub threads: usize,
+    /// ns per switch.
+    pub per_switch: Repeated,
+}
+
+/// `context_switch_ns`: the futex ping-pong between two threads pinned to one CPU.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ContextSwitch {
+    /// Round trips per run.
     pub round_trips: u64,
     /// Per switch: elapsed / (2 × round trips).
     pub per_switch: Repeated,
@@ -356,6 +377,8 @@ pub struct MutexHandoff {
 /// Everything one calibration measured.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Calibration {
+    /// Switch cost against the number of threads taking turns on one CPU.
+    pub ring: Vec<RingPoint>,
     pub host: Host,
     pub reps: usize,
     /// Seconds the whole calibration took.
@@ -395,6 +418,19 @@ pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Cali
         round_trips: cfg.switch_round_trips,
         per_switch: Repeated::of(&switch_runs),
     };
+
+    progress(&format!(
+        "switch with many threads: a token around a ring of {:?} threads pinned to CPU {cpu}",
+        cfg.ring_threads
+    ));
+    let mut ring = Vec::with_capacity(cfg.ring_threads.len());
+    for &n in &cfg.ring_threads {
+        let runs = repeat(reps.min(5), || ring_switch_ns(cpu, n, cfg.ring_switches))?;
+        ring.push(RingPoint {
+            threads: n,
+            per_switch: Repeated::of(&runs),
+        });
+    }
 
     let (ws, ws_source) = match cfg.cache_bytes {
         Some(b) => (b, format!("set to {b} bytes")),
@@ -505,12 +541,58 @@ pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Cali
         reps,
         wall_s: (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
         context_switch,
+        ring,
         cache_refill,
         wake,
         timer_slack,
         yield_cost,
         mutex,
     })
+}
+
+/// A token passed around a ring of `n` threads pinned to `cpu` (each wakes the next through
+/// its futex word and sleeps), `switches` hand-offs in all: ns per switch. With hundreds of
+/// threads each switch goes to a thread whose stack and kernel state have gone cold.
+fn ring_switch_ns(cpu: usize, n: usize, switches: u64) -> Result<f64, String> {
+    let words: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+    let stop = AtomicBool::new(false);
+    let left = std::sync::atomic::AtomicU64::new(switches);
+    let ready = Barrier::new(n + 1);
+    let failed = AtomicBool::new(false);
+    let elapsed = thread::scope(|s| {
+        for i in 0..n {
+            let (words, stop, left, ready, failed) = (&words, &stop, &left, &ready, &failed);
+            thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn_scoped(s, move || {
+                    failed.fetch_or(pin_to(cpu).is_err(), Ordering::Relaxed);
+                    ready.wait();
+                    loop {
+                        take(&words[i]);
+                        if stop.load(Ordering::Acquire) {
+                            give(&words[(i + 1) % n]);
+                            return;
+                        }
+                        if left.fetch_sub(1, Ordering::Relaxed) <= 1 {
+                            stop.store(true, Ordering::Release);
+                        }
+                        give(&words[(i + 1) % n]);
+                    }
+                })
+                .map_err(|e| format!("cannot start a ring thread: {e}"))?;
+        }
+        ready.wait();
+        let t = Instant::now();
+        give(&words[0]);
+        while !stop.load(Ordering::Acquire) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        Ok::<_, String>(t.elapsed())
+    })?;
+    if failed.load(Ordering::Relaxed) {
+        return Err(format!("could not pin the ring's threads to CPU {cpu}"));
+    }
+    Ok(ns_per(elapsed, switches))
 }
 
 /// Rounds to 0.1 (ns): finer digits are noise and clutter the TOML.
@@ -560,20 +642,20 @@ fn futex_wake(word: &AtomicU32) -> i64 {
 }
 
 /// Takes the token from `word` (1 → 0), sleeping until it is there.
-fn take(word: &AtomicU32) {
+pub(crate) fn take(word: &AtomicU32) {
     while word.swap(0, Ordering::AcqRel) == 0 {
         futex_wait(word, 0);
     }
 }
 
 /// Puts the token in `word` and wakes its owner.
-fn give(word: &AtomicU32) {
+pub(crate) fn give(word: &AtomicU32) {
     word.store(1, Ordering::Release);
     futex_wake(word);
 }
 
 /// The CPUs this process may run on.
-fn allowed_cpus() -> Result<Vec<usize>, String> {
+pub(crate) fn allowed_cpus() -> Result<Vec<usize>, String> {
     // SAFETY: `cpu_set_t` is a plain bit array, for which all-zero bytes is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: sched_getaffinity writes at most `size_of::<cpu_set_t>()` bytes (the size we
@@ -593,7 +675,7 @@ fn allowed_cpus() -> Result<Vec<usize>, String> {
 }
 
 /// Pins the calling thread to `cpu`.
-fn pin_to(cpu: usize) -> Result<(), String> {
+pub(crate) fn pin_to(cpu: usize) -> Result<(), String> {
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(format!("CPU {cpu} is beyond CPU_SETSIZE"));
     }

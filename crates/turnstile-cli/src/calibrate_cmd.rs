@@ -70,18 +70,26 @@ fn write_oltp_costs(path: &Path, data_dir: &Path, quick: bool) -> Result<(), Str
     }
     let text = format!(
         "# turnstile calibrate --oltp: the embedded engine's costs on this machine ({} rows, \
-         one connection, median of repetitions), as `turnstile sim oltp --config` keys.\n\
+         one connection, fastest of repetitions), as `turnstile sim oltp --config` keys.\n\
          # Use with the [machine] calibration: sim oltp --config THIS --machine MACHINE --cores N\n\
-         range = {}\npoint_us = {:.3}\nrow_us = {:.4}\nsort_us = {:.2}\ngate_call_us = {:.4}\n",
-        cfg.rows, c.range, c.point_us, c.row_us, c.sort_us, c.gate_call_us
-    );
-    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    eprintln!(
-        "engine costs: point select {:.2} µs, row {:.3} µs, sort {:.1} µs, gate call {:.3} µs; wrote {}",
+         range = {}\npoint_us = {:.3}\nrow_us = {:.4}\nsort_us = {:.2}\ngate_call_us = {:.4}\n{}",
+        cfg.rows,
+        c.range,
         c.point_us,
         c.row_us,
         c.sort_us,
         c.gate_call_us,
+        c.switch_us
+            .map_or(String::new(), |us| format!("switch_us = {us:.3}\n"))
+    );
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    eprintln!(
+        "engine costs: point select {:.2} µs, row {:.3} µs, sort {:.1} µs, gate call {:.3} µs, switch {} µs; wrote {}",
+        c.point_us,
+        c.row_us,
+        c.sort_us,
+        c.gate_call_us,
+        c.switch_us.map_or("-".into(), |v| format!("{v:.2}")),
         path.display()
     );
     Ok(())
@@ -151,6 +159,12 @@ mod linux {
             timer_slack_ns: whole_ns(c.timer_slack.sleep_1ms.median_ns),
             yield_ns: whole_ns(c.yield_cost.alone.median_ns),
             mutex_handoff_ns: whole_ns(c.mutex.contended_per_acquisition.median_ns),
+            mutex_uncontended_ns: whole_ns(c.mutex.uncontended_pair.median_ns),
+            switch_by_threads: c
+                .ring
+                .iter()
+                .map(|p| [p.threads as u64, whole_ns(p.per_switch.median_ns)])
+                .collect(),
         }
     }
 
@@ -262,6 +276,19 @@ mod linux {
                 h.pinned_cpu,
                 c.context_switch.round_trips,
                 spread(&c.context_switch.per_switch)
+            ),
+        );
+        row(
+            "switch_by_threads",
+            m.switch_by_threads
+                .iter()
+                .map(|[t, ns]| format!("{t}: {ns}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            format!(
+                "a token around a ring of N threads pinned to CPU {}: ns per switch against N, median of {}",
+                h.pinned_cpu,
+                c.reps.min(5)
             ),
         );
         let cr = &c.cache_refill;

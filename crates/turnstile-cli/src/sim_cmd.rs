@@ -512,13 +512,15 @@ fn compare_table(r: &scenarios::OltpReport, real: &[RealPoint]) -> String {
         };
         let tr = x.w.tps / y.tps.max(1e-9);
         worst_tps = worst_tps.max((tr - 1.0).abs());
+        // Below one switch per transaction on either side there is nothing to compare.
         let (real_cs, cr) = match y.cs_per_txn {
-            Some(c) if c > 0.0 => {
+            Some(c) if c >= 1.0 && x.w.cs_per_txn >= 1.0 => {
                 let cr = x.w.cs_per_txn / c;
                 worst_cs = worst_cs.max(cr.max(1.0 / cr.max(1e-9)));
                 (format!("{c:.0}"), format!("{cr:.2}"))
             }
-            _ => ("".into(), "".into()),
+            Some(c) => (format!("{c:.1}"), "—".into()),
+            None => ("".into(), "".into()),
         };
         let _ = writeln!(
             s,
@@ -528,7 +530,7 @@ fn compare_table(r: &scenarios::OltpReport, real: &[RealPoint]) -> String {
     }
     let _ = writeln!(
         s,
-        "\nLargest TPS error {:.0} %; largest cs/txn factor {:.2}×.",
+        "\nLargest TPS error {:.0} %; largest cs/txn factor {:.2}× (where both make at least one switch per transaction).",
         100.0 * worst_tps,
         worst_cs
     );

@@ -105,8 +105,35 @@ pub struct GateCounts {
     pub mutex_acquisitions: u64,
     /// Acquisitions that found the gate's mutex taken and slept on it.
     pub mutex_waits: u64,
+    /// Acquisitions that found the gate's mutex taken by a running thread and spun.
+    pub mutex_spins: u64,
     /// Yields.
     pub yields: u64,
+}
+
+/// The gate's own mutex: an adaptive (spin-then-sleep) barging mutex, as MySQL's
+/// `MY_MUTEX_INIT_FAST` (`PTHREAD_MUTEX_ADAPTIVE_NP`, which InnoDB 5.0's `os_fast_mutex` uses)
+/// and Rust's `std::sync::Mutex` (the real gate's) both are: a thread that finds it held by a
+/// thread that is running spins on its core until the release (the critical section is far
+/// shorter than either spin budget: ~100 tries); one that finds the holder off a core
+/// (preempted, or woken but not yet running) sleeps, and a release wakes one sleeper, which
+/// must then try again (barging).
+///
+/// A gate without a mutex (`polling`, `timer`, `unlimited`: one atomic counter) still has one
+/// shared cache line that every decision writes: it is modelled as the same resource with
+/// `sleeps` off — a contended atomic read-modify-write stalls its core until the line comes
+/// (the hardware's queue), it never sleeps.
+#[derive(Debug, Default)]
+struct GateMutex {
+    /// A real mutex (its waiters sleep when the holder is off a core), not a bare line.
+    sleeps: bool,
+    holder: Option<Tid>,
+    /// The thread that held it last (its line is local to that thread's core).
+    last: Option<Tid>,
+    /// Threads spinning, each on its core.
+    spinners: VecDeque<(Tid, u32)>,
+    /// Threads asleep on it.
+    sleepers: VecDeque<Tid>,
 }
 
 /// What a woken or running thread does next with the gate, under its mutex if it has one.
@@ -213,12 +240,17 @@ pub struct Sim {
     runq_woken: VecDeque<(Tid, u64)>,
     /// Threads preempted at the end of their slice, waiting for a core.
     runq: VecDeque<(Tid, u64)>,
-    /// The gate's own mutex (InnoDB's `srv_conc_mutex`), if the gate has one: its holder and
-    /// the threads asleep on it (woken one at a time; a woken one must try again: barging).
-    gate_mutex: Option<(Option<Tid>, VecDeque<Tid>)>,
+    /// The gate's own mutex (InnoDB's `srv_conc_mutex`), if the gate has one.
+    gate_mutex: Option<GateMutex>,
     /// CPU of one gate call that reaches the policy (an admission attempt, a woken waiter
     /// taking its slot, an exit that leaves), ns: the gate's own code, outside any mutex.
     gate_call_ns: u64,
+    /// A workload's own measured cache refill per switch to another thread (replaces the
+    /// machine's `cache_refill_ns`, which stands for a generic cache-sized working set).
+    refill_override_ns: Option<u64>,
+    /// The direct cost of a switch to another thread with this many threads alive
+    /// (`MachineConfig::switch_ns`), updated as threads are spawned.
+    switch_to_other_ns: u64,
     disk: VecDeque<(Tid, u64)>,
     mutexes: Vec<(Option<Tid>, VecDeque<Tid>)>,
     /// Events processed.
@@ -270,9 +302,13 @@ impl Sim {
             cores: vec![None; machine.cores as usize],
             last_ran: vec![None; machine.cores as usize],
             slice_left: vec![0; machine.cores as usize],
-            gate_mutex: (has_mutex && machine.mutex_handoff_ns > 0)
-                .then(|| (None, VecDeque::new())),
+            gate_mutex: (machine.mutex_handoff_ns > 0).then(|| GateMutex {
+                sleeps: has_mutex,
+                ..GateMutex::default()
+            }),
             gate_call_ns: 0,
+            refill_override_ns: None,
+            switch_to_other_ns: machine.switch_ns(1),
             m: machine,
             gate: g,
             threads: Vec::new(),
@@ -322,6 +358,7 @@ impl Sim {
         });
         self.done_at.push(0);
         self.done_per_thread.push(0);
+        self.switch_to_other_ns = self.m.switch_ns(self.threads.len());
         self.make_runnable(tid);
         tid
     }
@@ -345,9 +382,12 @@ impl Sim {
     }
 
     /// Turns the gate's own mutex on or off (by default on for `classic` and `flifo`, whose
-    /// InnoDB versions had `srv_conc_mutex`, when `mutex_handoff_ns` > 0): for ablations.
+    /// InnoDB versions had `srv_conc_mutex`, when `mutex_handoff_ns` > 0): for ablations. Off,
+    /// the gate's shared line stays (every decision still writes it), as for an atomic gate.
     pub fn set_gate_mutex(&mut self, on: bool) {
-        self.gate_mutex = on.then(|| (None, VecDeque::new()));
+        if let Some(m) = self.gate_mutex.as_mut() {
+            m.sleeps = on;
+        }
     }
 
     /// Sets the CPU cost of a gate call that reaches the policy (see `gate_call_ns`).
@@ -355,9 +395,15 @@ impl Sim {
         self.gate_call_ns = ns;
     }
 
+    /// Sets a workload's own measured cache refill per switch to another thread (`None`: the
+    /// machine's `cache_refill_ns`).
+    pub fn set_refill(&mut self, ns: Option<u64>) {
+        self.refill_override_ns = ns;
+    }
+
     /// Whether the gate decides under a mutex of its own.
     pub fn has_gate_mutex(&self) -> bool {
-        self.gate_mutex.is_some()
+        self.gate_mutex.as_ref().is_some_and(|m| m.sleeps)
     }
 
     /// Clears completion statistics and restarts the time integrals (end of warm-up).
@@ -543,7 +589,8 @@ impl Sim {
         self.slice_left[c] = self.m.time_slice_ns;
         let mut cost = self.m.context_switch_ns;
         if self.last_ran[c] != Some(tid) {
-            cost += self.m.cache_refill_ns;
+            cost =
+                self.switch_to_other_ns + self.refill_override_ns.unwrap_or(self.m.cache_refill_ns);
         }
         self.last_ran[c] = Some(tid);
         self.switch_ns += cost;
@@ -585,11 +632,17 @@ impl Sim {
             left
         } else {
             let c = core as usize;
+            // A bare line's read-modify-write is one instruction: never preempted halfway.
+            let in_rmw = self
+                .gate_mutex
+                .as_ref()
+                .is_some_and(|m| !m.sleeps && m.holder == Some(tid));
             if self.slice_left[c] == 0 {
-                if self.any_waiting_for_core() {
+                if !in_rmw && self.any_waiting_for_core() {
                     self.threads[tid as usize].resume = Resume::Cpu;
                     self.runq.push_back((tid, self.now));
                     self.release_core(core);
+                    self.holder_preempted(tid);
                     return;
                 }
                 self.slice_left[c] = self.m.time_slice_ns;
@@ -686,32 +739,74 @@ impl Sim {
             self.enqueue_for_core(tid);
             return false;
         };
-        let mut cpu = self.gate_call_ns;
-        let t = &mut self.threads[tid as usize];
-        t.pending = Some(a);
-        if let Some((holder, sleepers)) = self.gate_mutex.as_mut() {
-            if holder.is_some() {
-                sleepers.push_back(tid);
-                self.gate_counts.mutex_waits += 1;
-                t.resume = Resume::GateMutex;
-                self.release_core(c);
-                return false;
+        self.threads[tid as usize].pending = Some(a);
+        let Some(m) = self.gate_mutex.as_mut() else {
+            let t = &mut self.threads[tid as usize];
+            t.cpu_left = self.gate_call_ns;
+            t.after_cpu = Resume::GateCritical;
+            self.start_cpu(c, tid);
+            return false;
+        };
+        match m.holder {
+            None => self.take_gate_mutex(c, tid),
+            Some(h) if !m.sleeps || self.cores.contains(&Some(h)) => {
+                // The holder runs its short critical section: spin on this core.
+                m.spinners.push_back((tid, c));
+                self.gate_counts.mutex_spins += 1;
             }
-            *holder = Some(tid);
-            self.gate_counts.mutex_acquisitions += 1;
-            cpu += self.m.mutex_handoff_ns;
+            Some(_) => {
+                m.sleepers.push_back(tid);
+                self.gate_counts.mutex_waits += 1;
+                self.threads[tid as usize].resume = Resume::GateMutex;
+                self.release_core(c);
+            }
         }
-        t.cpu_left = cpu;
-        t.after_cpu = Resume::GateCritical;
-        self.start_cpu(c, tid);
         false
     }
 
+    /// `tid`, running on `core`, takes the free gate mutex and runs its critical section.
+    fn take_gate_mutex(&mut self, core: u32, tid: Tid) {
+        let m = self.gate_mutex.as_mut().expect("a gate with a mutex");
+        debug_assert!(m.holder.is_none());
+        let line = if m.last == Some(tid) {
+            self.m.mutex_uncontended_ns
+        } else {
+            self.m.mutex_handoff_ns
+        };
+        m.holder = Some(tid);
+        m.last = Some(tid);
+        self.gate_counts.mutex_acquisitions += 1;
+        let t = &mut self.threads[tid as usize];
+        t.cpu_left = self.gate_call_ns + line;
+        t.after_cpu = Resume::GateCritical;
+        self.start_cpu(core, tid);
+    }
+
+    /// `tid` was preempted: if it holds the gate's mutex, the threads spinning on it run out
+    /// of spin budget and sleep (an adaptive mutex spins ~100 tries, not a time slice).
+    fn holder_preempted(&mut self, tid: Tid) {
+        let Some(m) = self.gate_mutex.as_mut() else {
+            return;
+        };
+        if m.holder != Some(tid) || m.spinners.is_empty() {
+            return;
+        }
+        let spinners: Vec<(Tid, u32)> = m.spinners.drain(..).collect();
+        m.sleepers.extend(spinners.iter().map(|&(t, _)| t));
+        self.gate_counts.mutex_waits += spinners.len() as u64;
+        for (t, core) in spinners {
+            self.threads[t as usize].resume = Resume::GateMutex;
+            self.release_core(core);
+        }
+    }
+
     fn unlock_gate_mutex(&mut self, tid: Tid) {
-        let (holder, sleepers) = self.gate_mutex.as_mut().expect("a gate with a mutex");
-        debug_assert_eq!(*holder, Some(tid));
-        *holder = None;
-        if let Some(next) = sleepers.pop_front() {
+        let m = self.gate_mutex.as_mut().expect("a gate with a mutex");
+        debug_assert_eq!(m.holder, Some(tid));
+        m.holder = None;
+        if let Some((next, core)) = m.spinners.pop_front() {
+            self.take_gate_mutex(core, next);
+        } else if let Some(next) = m.sleepers.pop_front() {
             self.signal(next);
         }
     }

@@ -33,6 +33,13 @@ pub struct MachineConfig {
     /// `turnstile calibrate`'s ping-pong of two threads pinned to one CPU through futexes,
     /// per switch.
     pub context_switch_ns: u64,
+    /// CPU time a core loses at a switch against the number of threads alive, as
+    /// `[threads, ns]` pairs with threads ascending: `turnstile calibrate`'s token passed
+    /// around a ring of that many threads pinned to one CPU. With many threads each switch
+    /// goes to a thread whose stack and kernel state have gone cold. The simulator
+    /// interpolates in log(threads), clamps at the ends, and uses `context_switch_ns` when
+    /// this is empty.
+    pub switch_by_threads: Vec<[u64; 2]>,
     /// Extra CPU time a thread loses after a switch when its working set was evicted by the
     /// thread that ran in between, ns: `turnstile calibrate`'s ping-pong again, each thread
     /// touching a working set the size of the per-core cache share between switches, minus
@@ -59,8 +66,13 @@ pub struct MachineConfig {
     /// Serial time per acquisition of a contended pthread mutex with a tiny critical section,
     /// ns: `turnstile calibrate`'s threads (one per core) hammering one `pthread_mutex_t`.
     /// The simulator charges it, holding the gate's own mutex, for every decision of a gate
-    /// that has one (InnoDB 5.0–5.5's `srv_conc_mutex`: `classic` and `flifo`).
+    /// that has one (InnoDB 5.0–5.5's `srv_conc_mutex`: `classic` and `flifo`) when the
+    /// mutex was last held by another thread (its cache line must move).
     pub mutex_handoff_ns: u64,
+    /// CPU of an uncontended lock and unlock of a pthread mutex whose line is already local,
+    /// ns: `turnstile calibrate`'s one thread locking and unlocking in a loop. Charged instead
+    /// of `mutex_handoff_ns` when the same thread held the gate's mutex last.
+    pub mutex_uncontended_ns: u64,
 }
 
 impl Default for MachineConfig {
@@ -69,6 +81,7 @@ impl Default for MachineConfig {
             cores: 8,
             time_slice_ns: 4_000_000,
             context_switch_ns: 3_000,
+            switch_by_threads: Vec::new(),
             cache_refill_ns: 0,
             wake_base_ns: 20_000,
             wake_per_runnable_ns: 1_500,
@@ -76,6 +89,7 @@ impl Default for MachineConfig {
             timer_slack_ns: 60_000,
             yield_ns: 500,
             mutex_handoff_ns: 0,
+            mutex_uncontended_ns: 0,
         }
     }
 }
@@ -87,6 +101,7 @@ impl MachineConfig {
             cores,
             time_slice_ns: 0,
             context_switch_ns: 0,
+            switch_by_threads: Vec::new(),
             cache_refill_ns: 0,
             wake_base_ns: 0,
             wake_per_runnable_ns: 0,
@@ -94,7 +109,28 @@ impl MachineConfig {
             timer_slack_ns: 0,
             yield_ns: 0,
             mutex_handoff_ns: 0,
+            mutex_uncontended_ns: 0,
         }
+    }
+
+    /// CPU a core loses switching to another thread with `threads` alive (see
+    /// `switch_by_threads`).
+    pub fn switch_ns(&self, threads: usize) -> u64 {
+        let t = &self.switch_by_threads;
+        let (Some(first), Some(last)) = (t.first(), t.last()) else {
+            return self.context_switch_ns;
+        };
+        let n = threads.max(1) as u64;
+        if n <= first[0] {
+            return first[1];
+        }
+        if n >= last[0] {
+            return last[1];
+        }
+        let i = t.iter().position(|p| p[0] >= n).expect("inside the range");
+        let (a, b) = (t[i - 1], t[i]);
+        let f = ((n as f64).ln() - (a[0] as f64).ln()) / ((b[0] as f64).ln() - (a[0] as f64).ln());
+        (a[1] as f64 + f * (b[1] as f64 - a[1] as f64)).round() as u64
     }
 
     /// Rejects impossible settings.
@@ -103,6 +139,20 @@ impl MachineConfig {
             return Err(format!("cores = {} is out of range: 1..=4096", self.cores));
         }
         const MAX: u64 = 10_000_000_000;
+        if self
+            .switch_by_threads
+            .windows(2)
+            .any(|w| w[0][0] >= w[1][0])
+            || self
+                .switch_by_threads
+                .iter()
+                .any(|p| p[0] == 0 || p[1] > MAX)
+        {
+            return Err(
+                "switch_by_threads must be [threads, ns] pairs, threads ascending and positive"
+                    .into(),
+            );
+        }
         for (name, v) in [
             ("time_slice_ns", self.time_slice_ns),
             ("context_switch_ns", self.context_switch_ns),
@@ -112,6 +162,7 @@ impl MachineConfig {
             ("timer_slack_ns", self.timer_slack_ns),
             ("yield_ns", self.yield_ns),
             ("mutex_handoff_ns", self.mutex_handoff_ns),
+            ("mutex_uncontended_ns", self.mutex_uncontended_ns),
         ] {
             if v > MAX {
                 return Err(format!("{name} = {v} ns is over 10 s: not a machine"));
