@@ -393,7 +393,7 @@ pub struct Calibration {
 }
 
 /// Steps [`run`] reports to its progress callback.
-pub const STEPS: usize = 6;
+pub const STEPS: usize = 7;
 
 /// Runs every measurement, telling `progress` what starts (one call per measurement).
 pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Calibration, String> {
@@ -1337,6 +1337,10 @@ mod tests {
         let c = run(&CalibrateConfig::tiny(), &mut |_| steps += 1).unwrap();
         assert_eq!(steps, STEPS);
         positive("context switch", c.context_switch.per_switch.median_ns);
+        assert_eq!(c.ring.len(), 2);
+        for p in &c.ring {
+            positive("ring switch", p.per_switch.median_ns);
+        }
         positive(
             "switch with working set",
             c.cache_refill.per_switch_with_working_set.median_ns,

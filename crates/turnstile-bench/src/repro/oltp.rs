@@ -879,4 +879,33 @@ mod tests {
             .iter()
             .all(|s| s.row_send == RowSend::ForceExit));
     }
+
+    #[test]
+    fn engine_costs_are_positive_and_a_forced_exit_costs_no_less_than_keeping_the_slot() {
+        let dir =
+            std::env::temp_dir().join(format!("turnstile-repro-costs-{}", std::process::id()));
+        let common = Common {
+            data_dir: dir.clone(),
+            fsync_delay: Some(Duration::ZERO),
+        };
+        let cfg = OltpConfig {
+            rows: 3000,
+            range: 100,
+            ..OltpConfig::quick()
+        };
+        let c = measure_costs(&common, &cfg, 1, &mut super::super::Quiet).unwrap();
+        assert_eq!(c.range, 100);
+        for (name, v) in [("point", c.point_us), ("row", c.row_us)] {
+            assert!(v.is_finite() && v > 0.0, "{name} = {v}");
+        }
+        for (name, v) in [("sort", c.sort_us), ("gate call", c.gate_call_us)] {
+            assert!(v.is_finite() && v >= 0.0, "{name} = {v}");
+        }
+        #[cfg(target_os = "linux")]
+        assert!(
+            c.switch_us.is_some_and(|v| v.is_finite() && v >= 0.0),
+            "{c:?}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
