@@ -378,6 +378,15 @@ mod linux {
                 spread(&mx.uncontended_pair)
             ),
         );
+        row(
+            "mutex_uncontended_ns",
+            m.mutex_uncontended_ns.to_string(),
+            format!(
+                "one thread locks and unlocks one default pthread mutex {} times: ns per pair, {}",
+                mx.uncontended_pairs,
+                spread(&mx.uncontended_pair)
+            ),
+        );
         let _ = writeln!(
             s,
             "\nWake-up latency sweep (the waker sleeps {} µs, wakes the waiter and sleeps until it has run; spinners, waker and waiter unpinned):\n\n\
