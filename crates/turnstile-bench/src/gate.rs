@@ -568,8 +568,17 @@ fn gate_worker(sh: &Shared, t: usize, s: &mut turnstile::Session, calls: u32, it
             work::spin(iters);
             if call.tickets() == 0 {
                 sh.occ.leave(); // this exit really leaves
+                drop(call);
+            } else {
+                drop(call);
+                if !stmt.is_inside() {
+                    // `auto`: the exit gave up a spent quantum. Counted after the fact, so
+                    // `max_inside` can exceed the running count by threads caught between
+                    // their exit and this line: an upper estimate for `auto`, exact for the
+                    // ticket policies.
+                    sh.occ.leave();
+                }
             }
-            drop(call);
         }
         if stmt.is_inside() {
             sh.occ.leave();
@@ -620,14 +629,15 @@ mod tests {
         cfg.validate().unwrap();
         let mut steps = 0;
         let r = run(&cfg, &mut |_| steps += 1);
+        let variants = Variant::all().len();
         assert_eq!(
             steps,
-            6 + 6 * 2 + 2,
+            variants + variants * 2 + 2,
             "fast paths, load points, the async line"
         );
-        assert_eq!(r.fast_path.len(), 6);
+        assert_eq!(r.fast_path.len(), variants);
         assert_eq!(r.async_gate.as_ref().map(|a| a.load.len()), Some(2));
-        assert_eq!(r.results.len(), 12);
+        assert_eq!(r.results.len(), variants * 2);
         for f in &r.fast_path {
             assert!(f.admission_ns > 0.0, "{f:?}");
             assert_eq!(f.ticket_reentry_ns.is_some(), f.policy != "mutex-condvar");
@@ -645,6 +655,9 @@ mod tests {
         }
         for p in &r.results {
             let bound = match Variant::parse(p.policy).unwrap() {
+                // `auto`'s limit adapts, and its quantum exits are counted after the fact
+                // (an upper estimate): its bound is checked in tests/stress.rs of the library.
+                Variant::Gate(Policy::Auto) => None,
                 Variant::Gate(policy) => policy.max_running(p.limit),
                 Variant::MutexCondvar => Some(p.limit),
             };

@@ -21,10 +21,11 @@ use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
+use turnstile::policy::queue::Release;
 use turnstile::policy::{
-    Admission, AdmittedBy, Attempt, Core, Hold, HoldKind, Step, Tickets, WaitId,
+    auto, Admission, AdmittedBy, Attempt, Core, Hold, HoldKind, Step, Tickets, WaitId,
 };
-use turnstile::{GateConfig, Policy};
+use turnstile::{GateConfig, Policy, StepOutReason};
 
 use crate::machine::{Distribution, MachineConfig};
 use crate::rng::Rng;
@@ -41,9 +42,12 @@ pub enum Op {
     Enter,
     /// Exit after a call (keeps the slot while tickets remain).
     Exit,
-    /// Statement end, or a row sent to the client under MySQL 5.0/5.1's server layer: force
-    /// exit (tickets to 0, the slot given back).
+    /// Statement end: force exit (tickets to 0, the slot given back).
     EndStatement,
+    /// A row sent to the client under MySQL 5.0/5.1's server layer: a step-out for sending
+    /// results, which force-exits every policy but `auto` (which keeps the slot for work
+    /// outside the engine: `policy::auto::keeps_slot_across`).
+    SendRow,
     /// A disk request of this service time, ns (FIFO queue, one request at a time).
     Disk(u64),
     /// Lock mutex `n` (FIFO hand-off).
@@ -69,8 +73,33 @@ pub enum Op {
 
 /// A thread's behaviour.
 pub trait Program {
-    /// The next operation. `now` is virtual time in ns; `tickets` the thread's tickets left.
-    fn next(&mut self, now: u64, tickets: u32, rng: &mut Rng) -> Op;
+    /// The next operation. `now` is virtual time in ns; `budget` what the thread may still do
+    /// inside without asking the gate.
+    fn next(&mut self, now: u64, budget: Budget, rng: &mut Rng) -> Op;
+}
+
+/// What a thread inside may still do without asking the gate: its tickets, and for an `auto`
+/// admission the time left in its quantum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Tickets left.
+    pub tickets: u32,
+    /// Quantum left, ns (`None`: the admission has no quantum).
+    pub time_left_ns: Option<u64>,
+}
+
+impl Budget {
+    /// Further calls of `per_call_ns` each, after the one under way, that the thread may make
+    /// without asking the gate: its tickets, or (with a quantum) as many as fit in the time
+    /// left once this call's own cost is paid.
+    pub fn further_calls(self, per_call_ns: u64) -> u32 {
+        match self.time_left_ns {
+            None => self.tickets,
+            Some(t) => (t / per_call_ns.max(1))
+                .saturating_sub(1)
+                .min(self.tickets as u64) as u32,
+        }
+    }
 }
 
 /// Per-kind completion statistics.
@@ -280,6 +309,9 @@ pub struct Sim {
     busy_area: f64,
     busy_now: u32,
     busy_last: u64,
+    /// Busy core time since the start, never reset, ns: the "process CPU time" `auto`'s
+    /// limit controller reads.
+    busy_total: f64,
     /// Gate counters.
     pub gate_counts: GateCounts,
     /// Time-integral of threads in system (between Begin and Done), ns·threads.
@@ -332,6 +364,7 @@ impl Sim {
             switches: 0,
             switch_ns: 0,
             busy_area: 0.0,
+            busy_total: 0.0,
             busy_now: 0,
             busy_last: 0,
             gate_counts: GateCounts::default(),
@@ -462,7 +495,9 @@ impl Sim {
     }
 
     fn account_busy(&mut self) {
-        self.busy_area += self.busy_now as f64 * (self.now - self.busy_last) as f64;
+        let d = self.busy_now as f64 * (self.now - self.busy_last) as f64;
+        self.busy_area += d;
+        self.busy_total += d;
         self.busy_last = self.now;
     }
 
@@ -541,6 +576,13 @@ impl Sim {
         match self.m.wake_distribution {
             Distribution::Fixed => mean as u64,
             Distribution::Exponential => self.rng.exp(mean) as u64,
+        }
+    }
+
+    /// Signals each waiter a hand-off released.
+    fn signal_all(&mut self, out: Vec<Release<Tid>>) {
+        for r in out {
+            self.signal(r.waiter);
         }
     }
 
@@ -831,10 +873,20 @@ impl Sim {
         match a {
             GateAction::Enter => self.gate_step(core, tid),
             GateAction::Finish(id) => {
-                let Core::Queue(q) = &mut self.gate else {
-                    unreachable!("only queue policies wait")
+                let adm = match &mut self.gate {
+                    Core::Queue(q) => q.finish_wait(id),
+                    Core::Auto(_) => {
+                        self.account_busy();
+                        let cpu = self.busy_total as u64;
+                        let Core::Auto(c) = &self.gate else {
+                            unreachable!()
+                        };
+                        let (adm, out) = c.finish_wait(id, self.now, || Some(cpu));
+                        self.signal_all(out);
+                        adm
+                    }
+                    _ => unreachable!("only queue policies and auto wait"),
                 };
-                let adm = q.finish_wait(id);
                 self.admitted(tid, adm);
                 true
             }
@@ -847,8 +899,9 @@ impl Sim {
 
     fn admitted(&mut self, tid: Tid, a: Admission) {
         let counted = a.hold.kind() != HoldKind::Uncounted;
+        let now = self.now;
         let t = &mut self.threads[tid as usize];
-        t.tickets.grant(&a);
+        t.tickets.grant(&a, || now);
         t.hold = Some(a.hold);
         t.attempt = Attempt::new(false);
         let c = &mut self.gate_counts;
@@ -871,6 +924,13 @@ impl Sim {
             Core::Polling(p) => p.enter(&mut at),
             Core::Timer(t) => t.enter(&mut at),
             Core::Unlimited(u) => Step::Admitted(u.enter()),
+            Core::Auto(c) => {
+                let mut out = Vec::new();
+                let now = self.now;
+                let step = c.enter(&mut at, &tid, || now, || {}, &mut out);
+                self.signal_all(out);
+                step
+            }
         };
         self.threads[tid as usize].attempt = at;
         match step {
@@ -911,6 +971,7 @@ impl Sim {
                 }
                 false
             }
+            Step::Reject(r) => unreachable!("the simulator sets no queue cap: {r:?}"),
             Step::Wait(id) => {
                 self.gate_counts.queue_waits += 1;
                 self.threads[tid as usize].resume = Resume::FinishWait(id);
@@ -930,6 +991,13 @@ impl Sim {
             self.set_inside(-1);
         }
         let release = match &mut self.gate {
+            Core::Auto(c) => {
+                let now = self.now;
+                let out = c.exit(hold, || now);
+                self.gate_counts.handoffs += out.len() as u64;
+                self.signal_all(out);
+                None
+            }
             Core::Queue(q) => q.exit(hold),
             Core::Polling(p) => {
                 p.exit(hold);
@@ -959,8 +1027,11 @@ impl Sim {
             let now = self.now;
             let op = {
                 let t = &mut self.threads[tid as usize];
-                let tickets = t.tickets.left();
-                t.program.next(now, tickets, &mut self.rng)
+                let budget = Budget {
+                    tickets: t.tickets.left(),
+                    time_left_ns: t.tickets.time_left(now),
+                };
+                t.program.next(now, budget, &mut self.rng)
             };
             match op {
                 Op::Cpu(ns) => {
@@ -997,15 +1068,27 @@ impl Sim {
                     let k = self.threads[tid as usize].tickets.spend(k);
                     self.gate_counts.reentries += k as u64;
                 }
-                Op::Exit | Op::EndStatement => {
-                    let t = &self.threads[tid as usize];
-                    let leaves =
-                        t.hold.is_some() && (op == Op::EndStatement || !t.tickets.keeps_slot());
+                Op::SendRow
+                    if self.threads[tid as usize].hold.is_some()
+                        && matches!(self.gate, Core::Auto(_))
+                        && auto::keeps_slot_across(StepOutReason::SendingResults) =>
+                {
+                    // `auto` keeps the slot (and its quantum) while the row is sent.
+                }
+                Op::Exit | Op::EndStatement | Op::SendRow => {
+                    let now = self.now;
+                    let waiters = match &self.gate {
+                        Core::Auto(c) => c.has_waiters(),
+                        _ => true,
+                    };
+                    let t = &mut self.threads[tid as usize];
+                    let leaves = t.hold.is_some()
+                        && (op != Op::Exit || !t.tickets.keeps_slot(|| now, || waiters));
                     if leaves {
                         if !self.gate_call(core, tid, GateAction::Exit) {
                             return;
                         }
-                    } else if op == Op::EndStatement {
+                    } else if op != Op::Exit {
                         self.threads[tid as usize].tickets.clear();
                     }
                 }
@@ -1113,7 +1196,7 @@ mod tests {
     /// CPU work forever, in bursts of `ns`, marking each burst done.
     struct Spin(u64, bool);
     impl Program for Spin {
-        fn next(&mut self, _: u64, _: u32, _: &mut Rng) -> Op {
+        fn next(&mut self, _: u64, _: Budget, _: &mut Rng) -> Op {
             self.1 = !self.1;
             if self.1 {
                 Op::Cpu(self.0)
@@ -1126,7 +1209,7 @@ mod tests {
     /// Sleeps `ns`, then a short burst, forever: an interactive thread.
     struct Sleeper(u64, u8);
     impl Program for Sleeper {
-        fn next(&mut self, _: u64, _: u32, _: &mut Rng) -> Op {
+        fn next(&mut self, _: u64, _: Budget, _: &mut Rng) -> Op {
             self.1 = (self.1 + 1) % 4;
             match self.1 {
                 0 => Op::Begin,
@@ -1192,7 +1275,7 @@ mod tests {
         let mut sim = Sim::new(m, GateConfig::new(Policy::Timer).limit(1), 1).unwrap();
         struct Holder(u8);
         impl Program for Holder {
-            fn next(&mut self, _: u64, _: u32, _: &mut Rng) -> Op {
+            fn next(&mut self, _: u64, _: Budget, _: &mut Rng) -> Op {
                 self.0 += 1;
                 match self.0 {
                     1 => Op::Enter,
@@ -1204,7 +1287,7 @@ mod tests {
         }
         struct Asker(u8);
         impl Program for Asker {
-            fn next(&mut self, _: u64, _: u32, _: &mut Rng) -> Op {
+            fn next(&mut self, _: u64, _: Budget, _: &mut Rng) -> Op {
                 self.0 += 1;
                 match self.0 {
                     1 => Op::Enter,

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Op, Program};
+use crate::engine::{Budget, Op, Program};
 use crate::rng::Rng;
 
 /// What the server layer does with the gate when it sends a row to the client.
@@ -61,7 +61,7 @@ impl RowStatement {
     }
 
     /// The next op, or `None` when the statement has ended.
-    fn next(&mut self, tickets: u32) -> Option<Op> {
+    fn next(&mut self, budget: Budget) -> Option<Op> {
         loop {
             match self.phase {
                 0 if self.left == 0 => {
@@ -78,7 +78,7 @@ impl RowStatement {
                     let extra = if self.exit_per_row {
                         0
                     } else {
-                        (tickets as u64).min(self.left - 1)
+                        (budget.further_calls(self.row_ns) as u64).min(self.left - 1)
                     };
                     self.left -= 1 + extra;
                     self.phase = 2;
@@ -100,9 +100,9 @@ impl RowStatement {
                     return Some(Op::Exit);
                 }
                 5 => {
-                    // The row is sent: force exit before the next fetch.
+                    // The row is sent: a force exit before the next fetch (5.0's server).
                     self.phase = 0;
-                    return Some(Op::EndStatement);
+                    return Some(Op::SendRow);
                 }
                 _ => return None,
             }
@@ -129,12 +129,12 @@ impl Scan {
 }
 
 impl Program for Scan {
-    fn next(&mut self, _now: u64, tickets: u32, _rng: &mut Rng) -> Op {
+    fn next(&mut self, _now: u64, budget: Budget, _rng: &mut Rng) -> Op {
         if !self.begun {
             self.begun = true;
             return Op::Begin;
         }
-        if let Some(op) = self.stmt.next(tickets) {
+        if let Some(op) = self.stmt.next(budget) {
             return op;
         }
         if !self.done {
@@ -183,10 +183,10 @@ impl Oltp {
 }
 
 impl Program for Oltp {
-    fn next(&mut self, _now: u64, tickets: u32, _rng: &mut Rng) -> Op {
+    fn next(&mut self, _now: u64, budget: Budget, _rng: &mut Rng) -> Op {
         loop {
             if let Some(s) = &mut self.stmt {
-                if let Some(op) = s.next(tickets) {
+                if let Some(op) = s.next(budget) {
                     return op;
                 }
                 self.stmt = None;
@@ -220,7 +220,7 @@ pub struct Cycle {
 }
 
 impl Program for Cycle {
-    fn next(&mut self, _now: u64, _tickets: u32, _rng: &mut Rng) -> Op {
+    fn next(&mut self, _now: u64, _budget: Budget, _rng: &mut Rng) -> Op {
         let op = self.ops[self.i];
         self.i = (self.i + 1) % self.ops.len();
         op
@@ -283,7 +283,7 @@ impl CentralServer {
 }
 
 impl Program for CentralServer {
-    fn next(&mut self, _now: u64, _tickets: u32, rng: &mut Rng) -> Op {
+    fn next(&mut self, _now: u64, _budget: Budget, rng: &mut Rng) -> Op {
         let s = self.step;
         self.step = (self.step + 1) % 4;
         match s {

@@ -74,13 +74,15 @@ fn needs_timer(gate: &GateInner) -> bool {
     match c.policy {
         Policy::Polling | Policy::Timer => true,
         Policy::Classic | Policy::Flifo => !c.sleep_delay.is_zero(),
-        Policy::Unlimited => false,
+        // `auto` never sleeps: it admits, queues or refuses.
+        Policy::Unlimited | Policy::Auto => false,
     }
 }
 
 impl Gate {
     /// A new async session with a label shown in status output, for a gate that never asks
-    /// an admission to sleep: `classic` or `flifo` with a zero sleep delay, or `unlimited`.
+    /// an admission to sleep: `auto`, `classic` or `flifo` with a zero sleep delay, or
+    /// `unlimited`.
     /// Any other gate refuses with [`GateError::NeedsTimer`]: use
     /// [`Gate::async_session_with_sleeper`].
     pub fn async_session(&self, label: impl Into<String>) -> Result<AsyncSession, GateError> {
@@ -243,7 +245,11 @@ impl AsyncSession {
 
     /// Exit after one call: keep the slot while tickets remain, otherwise leave.
     fn exit_call(&mut self) {
-        if self.tickets.keeps_slot() {
+        let driver = &self.gate.driver;
+        if self
+            .tickets
+            .keeps_slot(crate::clock::coarse_ns, || driver.has_waiters())
+        {
             self.sh.set_state(SessionState::DeclaredInside);
         } else {
             self.leave();
@@ -251,7 +257,7 @@ impl AsyncSession {
     }
 
     fn admitted(&mut self, a: Admission, waited_ns: u64) {
-        self.tickets.grant(&a);
+        self.tickets.grant(&a, crate::clock::coarse_ns);
         self.hold = Some(record_admission(&self.gate, &self.sh, a, waited_ns));
     }
 
@@ -278,6 +284,10 @@ impl AsyncSession {
             Step::Admitted(a) => {
                 self.admitted(a, 0);
                 Poll::Ready(Ok(true))
+            }
+            Step::Reject(r) => {
+                self.sh.set_state(SessionState::Outside);
+                Poll::Ready(Err(crate::session::rejected(r)))
             }
             step => {
                 self.gate.registry.waiting.fetch_add(1, Ordering::Relaxed);
@@ -342,6 +352,10 @@ impl AsyncSession {
         };
         match step {
             Step::Admitted(a) => return Poll::Ready(Ok(self.admitted_after_wait(s, a))),
+            Step::Reject(r) => {
+                self.sh.set_state(SessionState::Outside);
+                return Poll::Ready(Err(crate::session::rejected(r)));
+            }
             Step::Yield => {
                 self.sh.bump(Counter::Yields);
                 publish(SessionState::Yielding);

@@ -35,6 +35,27 @@ pub(crate) fn coarse_ns() -> u64 {
         + 1
 }
 
+/// CPU time this process has used (user + system, all threads), for `auto`'s limit
+/// controller: read once per control window, on a slow path. `None` where it cannot be read
+/// (off Linux, and under loom, whose models must not depend on a real clock).
+#[cfg(all(target_os = "linux", not(loom)))]
+pub(crate) fn process_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec` for the duration of the call, and
+    // CLOCK_PROCESS_CPUTIME_ID exists on every Linux since 2.6.12; the call only writes `ts`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// See the Linux version: not measurable here.
+#[cfg(not(all(target_os = "linux", not(loom))))]
+pub(crate) fn process_cpu_ns() -> Option<u64> {
+    None
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     #[test]

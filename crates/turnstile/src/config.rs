@@ -23,16 +23,22 @@ pub enum Policy {
     Flifo,
     /// No limit: every enter is admitted; only the bookkeeping runs.
     Unlimited,
+    /// The gate to deploy: a time quantum instead of row tickets, hot-first hand-off that
+    /// never starves a waiter, a limit that adapts from the CPUs it can measure, waits that
+    /// free the slot and work that keeps it, optional overload protection. The default
+    /// ([`GateConfig::default`]); see `policy::auto` and docs/ARCHITECTURE.md.
+    Auto,
 }
 
 impl Policy {
     /// Every policy, in the order reports list them.
-    pub const ALL: [Policy; 5] = [
+    pub const ALL: [Policy; 6] = [
         Policy::Classic,
         Policy::Polling,
         Policy::Timer,
         Policy::Flifo,
         Policy::Unlimited,
+        Policy::Auto,
     ];
 
     /// The name used on the command line and in JSON.
@@ -43,6 +49,7 @@ impl Policy {
             Policy::Timer => "timer",
             Policy::Flifo => "flifo",
             Policy::Unlimited => "unlimited",
+            Policy::Auto => "auto",
         }
     }
 
@@ -56,7 +63,7 @@ impl Policy {
         }
         match self {
             Policy::Classic | Policy::Polling => Some(limit),
-            Policy::Flifo => Some(2 * limit),
+            Policy::Flifo | Policy::Auto => Some(2 * limit),
             Policy::Timer | Policy::Unlimited => None,
         }
     }
@@ -122,17 +129,105 @@ pub struct GateConfig {
     /// Upper bound of `polling`'s adaptive sleep delay (`innodb_adaptive_max_sleep_delay`);
     /// `Duration::ZERO` turns adaptation off.
     pub adaptive_max_sleep_delay: Duration,
+    /// `auto`: how long an admission keeps its slot between calls (instead of tickets).
+    pub quantum: Duration,
+    /// `auto`: waiters older than this are served oldest first.
+    pub age_cap: Duration,
+    /// `auto`: the limit adapts (`true`, the default) or stays where it is set.
+    pub adaptive_limit: bool,
+    /// `auto`: refuse to queue more than this many sessions ([`crate::GateError::Overloaded`]);
+    /// 0 (the default) queues without a cap.
+    pub max_waiting: u32,
+    /// `auto`: a session not admitted within this time is refused
+    /// ([`crate::GateError::Overloaded`]); `None` (the default) waits as long as it takes.
+    pub queue_timeout: Option<Duration>,
+}
+
+/// The CPUs this process may run on (its affinity mask and cgroup quota, as
+/// `std::thread::available_parallelism` reads them), at least 1.
+pub fn available_cpus() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+/// The largest `auto` quantum accepted: beyond a second, a session could keep a slot for as
+/// long as InnoDB's largest sleep delay while others wait.
+pub const MAX_QUANTUM: Duration = Duration::from_secs(1);
+
+impl Default for GateConfig {
+    /// `auto`, untuned: the limit starts at [`available_cpus`] and adapts.
+    fn default() -> Self {
+        GateConfig::new(Policy::Auto)
+    }
 }
 
 impl GateConfig {
-    /// InnoDB's defaults for `policy` (see the type's documentation).
+    /// InnoDB's defaults for `policy` (see the type's documentation); for `auto`, the limit
+    /// starts at the CPUs the process may use ([`available_cpus`]) and the `auto` knobs take
+    /// their defaults (`policy::auto` gives each one's reason).
     pub fn new(policy: Policy) -> Self {
         GateConfig {
             policy,
-            limit: 8,
+            limit: if policy == Policy::Auto {
+                available_cpus().min(MAX_LIMIT)
+            } else {
+                8
+            },
             tickets: 500,
             sleep_delay: Duration::from_millis(10),
             adaptive_max_sleep_delay: Duration::from_micros(150_000),
+            quantum: crate::policy::auto::DEFAULT_QUANTUM,
+            age_cap: crate::policy::auto::DEFAULT_AGE_CAP,
+            adaptive_limit: true,
+            max_waiting: 0,
+            queue_timeout: None,
+        }
+    }
+
+    /// `auto`: sets the time quantum.
+    pub fn quantum(mut self, d: Duration) -> Self {
+        self.quantum = d;
+        self
+    }
+
+    /// `auto`: sets the age cap.
+    pub fn age_cap(mut self, d: Duration) -> Self {
+        self.age_cap = d;
+        self
+    }
+
+    /// `auto`: lets the limit adapt (`true`) or keeps it where it is set.
+    pub fn adaptive_limit(mut self, on: bool) -> Self {
+        self.adaptive_limit = on;
+        self
+    }
+
+    /// `auto`: caps the sessions waiting (0: no cap).
+    pub fn max_waiting(mut self, n: u32) -> Self {
+        self.max_waiting = n;
+        self
+    }
+
+    /// `auto`: refuses sessions not admitted within `d` (`None`: no deadline).
+    pub fn queue_timeout(mut self, d: Option<Duration>) -> Self {
+        self.queue_timeout = d;
+        self
+    }
+
+    /// The `auto` core's parameters.
+    pub(crate) fn auto_params(&self) -> crate::policy::auto::AutoParams {
+        let cpus = available_cpus();
+        crate::policy::auto::AutoParams {
+            start_limit: self.limit,
+            cpus,
+            // Never below half the CPUs: a cut below would idle cores on a signal that noise
+            // alone can produce (this VM's idle-vCPU wake-up varies 25–45 µs and spikes to
+            // milliseconds), unless the limit was set lower.
+            min_limit: (cpus / 2).max(1).min(self.limit.max(1)),
+            max_limit: MAX_LIMIT,
+            quantum: self.quantum,
+            age_cap: self.age_cap,
+            max_waiting: self.max_waiting,
+            adaptive: self.adaptive_limit,
         }
     }
 
@@ -169,7 +264,22 @@ impl GateConfig {
             "adaptive_max_sleep_delay",
             self.adaptive_max_sleep_delay,
             MAX_ADAPTIVE_SLEEP_DELAY,
-        )
+        )?;
+        check_duration("quantum", self.quantum, MAX_QUANTUM)?;
+        if self.quantum.is_zero() {
+            return Err(ConfigError::OutOfRange {
+                field: "quantum",
+                value: 0,
+                min: 1,
+                max: MAX_QUANTUM.as_micros() as u64,
+                unit: Unit::Micros,
+            });
+        }
+        check_duration("age_cap", self.age_cap, MAX_SLEEP_DELAY)?;
+        if let Some(t) = self.queue_timeout {
+            check_duration("queue_timeout", t, Duration::from_secs(3600))?;
+        }
+        Ok(())
     }
 }
 

@@ -10,7 +10,8 @@
 use std::time::{Duration, Instant};
 
 use crate::config::GateConfig;
-use crate::monitor::SessionState;
+use crate::monitor::{SessionState, StepOutReason};
+use crate::policy::auto::{AutoCore, AutoGauges, Releases};
 use crate::policy::polling::PollingCore;
 use crate::policy::queue::{QueueCore, Release};
 use crate::policy::timer::{TimerCore, TIMER_SLEEP};
@@ -31,6 +32,7 @@ enum Cores {
     Timer(TimerCore),
     /// The limit is kept only to report what was set.
     Unlimited(UnlimitedCore, AtomicU32),
+    Auto(AutoCore<Arc<SessionShared>>),
 }
 
 /// The core's own counts, for stats and snapshots.
@@ -43,6 +45,8 @@ pub(crate) struct CoreGauges {
     pub(crate) queued: u32,
     pub(crate) sleeping: u32,
     pub(crate) sleep_delay: Duration,
+    /// `auto`'s own counts and decisions.
+    pub(crate) auto: Option<AutoGauges>,
 }
 
 impl Driver {
@@ -53,6 +57,8 @@ impl Driver {
             Core::Polling(p) => Cores::Polling(p),
             Core::Timer(t) => Cores::Timer(t),
             Core::Unlimited(u) => Cores::Unlimited(u, AtomicU32::new(c.limit)),
+            // The `Woken` mark is made under the core's lock, as for the queue policies.
+            Core::Auto(a) => Cores::Auto(a.with_release_hook(mark_woken_shared)),
         };
         Driver {
             core,
@@ -80,17 +86,68 @@ impl Driver {
                 let mut core = lock(m);
                 let step = core.enter(at, sh);
                 if let Step::Wait(_) = step {
-                    if first_wait {
-                        sh.set_state_now(SessionState::Queued);
-                    } else {
-                        sh.set_state(SessionState::Queued);
-                    }
+                    publish_queued(sh, first_wait);
                 }
                 step
             }
             Cores::Polling(c) => c.enter(at),
             Cores::Timer(c) => c.enter(at),
             Cores::Unlimited(u, _) => Step::Admitted(u.enter()),
+            Cores::Auto(c) => {
+                let mut out = Releases::new();
+                let step = c.enter(
+                    at,
+                    sh,
+                    || self.precise_ns(),
+                    || publish_queued(sh, first_wait),
+                    &mut out,
+                );
+                self.deliver_all(out);
+                step
+            }
+        }
+    }
+
+    /// `auto`: the admission of a session back from a wait it stepped out for (`None` for the
+    /// other policies, whose rule is [`Driver::enter_unchecked`] after a row-lock wait).
+    pub(crate) fn enter_after_wait(
+        &self,
+        sh: &Arc<SessionShared>,
+        first_wait: bool,
+    ) -> Option<Step> {
+        match &self.core {
+            Cores::Auto(c) => {
+                Some(c.enter_after_wait(sh, self.precise_ns(), || publish_queued(sh, first_wait)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a step-out for `reason` keeps the slot (`auto`, for work outside the engine).
+    #[inline]
+    pub(crate) fn keeps_slot_across(&self, reason: StepOutReason) -> bool {
+        matches!(self.core, Cores::Auto(_)) && crate::policy::auto::keeps_slot_across(reason)
+    }
+
+    /// Whether a queued wait should wake every stall period to run the stall check (`auto`).
+    pub(crate) fn checks_stalls(&self) -> bool {
+        matches!(self.core, Cores::Auto(_))
+    }
+
+    /// `auto`'s stall check, run by a waiter that woke after a stall period.
+    pub(crate) fn stall_check(&self) {
+        if let Cores::Auto(c) = &self.core {
+            let out = c.stall_check(self.precise_ns(), crate::clock::process_cpu_ns);
+            self.deliver_all(out);
+        }
+    }
+
+    /// Whether anyone waits (read when an `auto` session's quantum is over).
+    #[inline]
+    pub(crate) fn has_waiters(&self) -> bool {
+        match &self.core {
+            Cores::Auto(c) => c.has_waiters(),
+            _ => true,
         }
     }
 
@@ -101,6 +158,7 @@ impl Driver {
             Cores::Polling(c) => c.enter_unchecked(),
             Cores::Timer(c) => c.enter_unchecked(),
             Cores::Unlimited(u, _) => u.enter_unchecked(),
+            Cores::Auto(_) => unreachable!("auto re-enters through enter_after_wait"),
         }
     }
 
@@ -110,7 +168,7 @@ impl Driver {
             Cores::Queue(m) => lock(m).abandon(at),
             Cores::Polling(c) => c.abandon(at),
             Cores::Timer(c) => c.abandon(at),
-            Cores::Unlimited(..) => {}
+            Cores::Unlimited(..) | Cores::Auto(_) => {}
         }
     }
 
@@ -147,18 +205,34 @@ impl Driver {
                 u.exit(hold);
                 false
             }
+            Cores::Auto(c) => {
+                let out = c.exit(hold, || self.precise_ns());
+                let handed = !out.is_empty();
+                self.deliver_all(out);
+                handed
+            }
         }
     }
 
     /// The queued wait `id`, released and signalled, takes its slot.
     pub(crate) fn finish_wait(&self, id: WaitId) -> Admission {
-        lock(self.queue()).finish_wait(id)
+        match &self.core {
+            Cores::Auto(c) => {
+                let (a, out) = c.finish_wait(id, self.precise_ns(), crate::clock::process_cpu_ns);
+                self.deliver_all(out);
+                a
+            }
+            _ => lock(self.queue()).finish_wait(id),
+        }
     }
 
     /// The queued wait `id` gives up: `None` if it left uncounted, or the admission a hand-off
     /// made in the same instant (then it is inside and must exit normally).
     pub(crate) fn cancel_wait(&self, id: WaitId) -> Option<Admission> {
-        lock(self.queue()).cancel_wait(id)
+        match &self.core {
+            Cores::Auto(c) => c.cancel_wait(id),
+            _ => lock(self.queue()).cancel_wait(id),
+        }
     }
 
     fn queue(&self) -> &Mutex<QueueCore<Arc<SessionShared>>> {
@@ -192,6 +266,12 @@ impl Driver {
             Cores::Polling(c) => (c.set_limit(limit), 0),
             Cores::Timer(c) => (c.set_limit(limit), 0),
             Cores::Unlimited(_, l) => (l.swap(limit, Ordering::Relaxed), 0),
+            Cores::Auto(c) => {
+                let (old, out) = c.set_limit(limit, self.precise_ns());
+                let n = out.len() as u64;
+                self.deliver_all(out);
+                (old, n)
+            }
         }
     }
 
@@ -202,6 +282,7 @@ impl Driver {
             Cores::Polling(c) => c.limit(),
             Cores::Timer(c) => c.limit(),
             Cores::Unlimited(_, l) => l.load(Ordering::Relaxed),
+            Cores::Auto(c) => c.limit(),
         }
     }
 
@@ -218,6 +299,7 @@ impl Driver {
                     queued: q.queued(),
                     sleeping: q.sleeping(),
                     sleep_delay: configured_sleep,
+                    auto: None,
                 }
             }
             Cores::Polling(p) => CoreGauges {
@@ -238,6 +320,24 @@ impl Driver {
                 limit: l.load(Ordering::Relaxed),
                 ..CoreGauges::default()
             },
+            Cores::Auto(c) => {
+                let g = c.gauges();
+                CoreGauges {
+                    limit: g.limit,
+                    inside: g.inside,
+                    lifo_running: g.extra,
+                    fifo_pending: g.pending,
+                    queued: g.queued,
+                    auto: Some(g),
+                    ..CoreGauges::default()
+                }
+            }
+        }
+    }
+
+    fn deliver_all(&self, out: Releases<Arc<SessionShared>>) {
+        for r in out {
+            self.deliver(r);
         }
     }
 
@@ -268,7 +368,20 @@ impl Driver {
 /// held, so the mark is ordered after the waiter's `Queued` and before anything the waiter
 /// publishes once it runs.
 fn mark_woken(r: &Release<Arc<SessionShared>>) {
-    r.waiter.set_state_now(SessionState::Woken);
+    mark_woken_shared(&r.waiter);
+}
+
+fn mark_woken_shared(sh: &Arc<SessionShared>) {
+    sh.set_state_now(SessionState::Woken);
+}
+
+/// Publishes a queued waiter (under the core's lock), with its start time on its first wait.
+fn publish_queued(sh: &SessionShared, first_wait: bool) {
+    if first_wait {
+        sh.set_state_now(SessionState::Queued);
+    } else {
+        sh.set_state(SessionState::Queued);
+    }
 }
 
 #[cfg(all(test, not(loom)))]

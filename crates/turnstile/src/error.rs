@@ -100,6 +100,30 @@ pub enum GateError {
         /// The gate's policy.
         policy: crate::Policy,
     },
+    /// `auto`'s overload protection (off unless configured) refused the admission: nothing
+    /// was left counted or queued.
+    Overloaded {
+        /// Which limit was hit.
+        reason: OverloadReason,
+        /// How long the session had waited.
+        waited: Duration,
+    },
+}
+
+/// Why [`GateError::Overloaded`] refused an admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OverloadReason {
+    /// The queue already held [`crate::GateConfig::max_waiting`] sessions.
+    QueueFull {
+        /// The configured cap.
+        max_waiting: u32,
+    },
+    /// The session waited [`crate::GateConfig::queue_timeout`] without being admitted.
+    QueueTimeout {
+        /// The configured deadline.
+        timeout: Duration,
+    },
 }
 
 /// A call sequence the explicit-call API of [`crate::Session`] refuses (the guard API makes
@@ -147,6 +171,17 @@ impl fmt::Display for GateError {
                  timer: make it with Gate::async_session_with_sleeper (or give a queue policy \
                  a zero sleep delay)"
             ),
+            GateError::Overloaded { reason, waited } => match reason {
+                OverloadReason::QueueFull { max_waiting } => write!(
+                    f,
+                    "overloaded: {max_waiting} sessions already wait to enter (max_waiting); \
+                     refused after {waited:?}"
+                ),
+                OverloadReason::QueueTimeout { timeout } => write!(
+                    f,
+                    "overloaded: not admitted within the queue timeout of {timeout:?}"
+                ),
+            },
         }
     }
 }

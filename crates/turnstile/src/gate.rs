@@ -182,6 +182,7 @@ impl GateInner {
             stepped_out: r.stepped_out.load(Ordering::Relaxed),
             sessions: totals.sessions,
             sleep_delay: g.sleep_delay,
+            auto: g.auto,
             counters: Counters::from_array(&totals.counters),
             wait: r.wait_histogram(&totals.counters),
             wake_latency: r.wake.snapshot(),

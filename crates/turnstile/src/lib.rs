@@ -101,12 +101,16 @@ mod sync;
 
 #[cfg(all(feature = "async", not(loom)))]
 pub use async_session::{AsyncCall, AsyncSession, Enter, SleepFuture, Sleeper};
-pub use config::{GateConfig, Policy, MAX_ADAPTIVE_SLEEP_DELAY, MAX_LIMIT, MAX_SLEEP_DELAY};
-pub use error::{ConfigError, GateError, Misuse, Unit};
+pub use config::{
+    available_cpus, GateConfig, Policy, MAX_ADAPTIVE_SLEEP_DELAY, MAX_LIMIT, MAX_QUANTUM,
+    MAX_SLEEP_DELAY,
+};
+pub use error::{ConfigError, GateError, Misuse, OverloadReason, Unit};
 pub use gate::Gate;
 pub use histogram::{Histogram, HistogramSnapshot};
 pub use monitor::{
     Counters, GateSnapshot, GateStats, SessionSnapshot, SessionState, StepOutReason,
 };
 pub use mutex::{Condvar, Mutex, MutexGuard, WaitTimeoutResult};
+pub use policy::auto::AutoGauges as AutoStats;
 pub use session::{Call, Canceler, Session, Statement};

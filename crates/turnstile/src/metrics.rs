@@ -34,6 +34,10 @@
 //! | `turnstile_gate_inside` | gauge | `gate` | [`GateStats::inside`] |
 //! | `turnstile_gate_lifo_running` | gauge | `gate` | [`GateStats::lifo_running`] |
 //! | `turnstile_gate_fifo_pending` | gauge | `gate` | [`GateStats::fifo_pending`] |
+//! | `turnstile_gate_limit_raises_total` | counter | `gate` | `auto`: [`crate::AutoStats::limit_raises`] (0 otherwise) |
+//! | `turnstile_gate_limit_cuts_total` | counter | `gate` | `auto`: [`crate::AutoStats::limit_cuts`] |
+//! | `turnstile_gate_stall_checks_total` | counter | `gate` | `auto`: [`crate::AutoStats::stall_ticks`] |
+//! | `turnstile_gate_overload_rejections_total` | counter | `gate` | `auto`: [`crate::AutoStats::rejections`] |
 //! | `turnstile_gate_queued` | gauge | `gate` | [`GateStats::queued`] |
 //! | `turnstile_gate_sleeping` | gauge | `gate` | [`GateStats::sleeping`] |
 //! | `turnstile_gate_waiting` | gauge | `gate` | [`GateStats::waiting`] |
@@ -319,6 +323,26 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
         "turnstile_gate_fifo_pending",
         "FLIFO: released waiters that have not begun to run.",
         |s| Value::Int(s.fifo_pending.into()),
+    ),
+    counter(
+        "turnstile_gate_limit_raises_total",
+        "auto: times the limit controller raised the limit.",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_raises)),
+    ),
+    counter(
+        "turnstile_gate_limit_cuts_total",
+        "auto: times the limit controller lowered the limit.",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_cuts)),
+    ),
+    counter(
+        "turnstile_gate_stall_checks_total",
+        "auto: controller runs by a waiter that saw no slot released for a stall period.",
+        |s| Value::Int(s.auto.map_or(0, |a| a.stall_ticks)),
+    ),
+    counter(
+        "turnstile_gate_overload_rejections_total",
+        "auto: enters refused because the queue was full (max_waiting).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.rejections)),
     ),
     gauge(
         "turnstile_gate_queued",

@@ -259,6 +259,9 @@ pub struct GateStats {
         serde(rename = "sleep_delay_ns", serialize_with = "crate::serde_impl::ns")
     )]
     pub sleep_delay: Duration,
+    /// `auto`: the limit controller's decisions, extra admissions, and the queue's mode
+    /// (`None` for the other policies).
+    pub auto: Option<crate::policy::auto::AutoGauges>,
     /// Event counts over the gate's life.
     pub counters: Counters,
     /// Time from asking to enter to admission, per admission; admissions that did not wait
@@ -348,6 +351,20 @@ impl fmt::Display for GateSnapshot {
             )?;
         }
         writeln!(f)?;
+        if let Some(a) = &self.auto {
+            writeln!(
+                f,
+                "auto: {} extra running, {} pending, {}; limit raised {} times, cut {} times, {} stall checks, {} age hand-offs, {} refused",
+                a.extra,
+                a.pending,
+                if a.starving { "serving the oldest" } else { "hot first" },
+                a.limit_raises,
+                a.limit_cuts,
+                a.stall_ticks,
+                a.age_handoffs,
+                a.rejections
+            )?;
+        }
         let c = &self.counters;
         writeln!(
             f,

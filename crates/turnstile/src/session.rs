@@ -24,9 +24,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::{GateError, Misuse};
+use crate::error::{GateError, Misuse, OverloadReason};
 use crate::gate::GateInner;
 use crate::monitor::{Counter, SessionState, StepOutReason};
+use crate::policy::auto::{RejectReason, STALL_PERIOD};
 use crate::policy::{Admission, AdmittedBy, Attempt, Hold, Step, Tickets, WaitId};
 use crate::registry::SessionShared;
 use crate::sync::{lock, yield_now, Arc};
@@ -134,6 +135,8 @@ impl Canceler {
 enum Abort {
     Cancelled,
     TimedOut,
+    /// The gate's queue timeout (`auto`'s overload protection) expired first.
+    QueueTimeout(Duration),
 }
 
 impl Abort {
@@ -141,6 +144,52 @@ impl Abort {
         match self {
             Abort::Cancelled => GateError::Cancelled { waited },
             Abort::TimedOut => GateError::TimedOut { waited },
+            Abort::QueueTimeout(timeout) => GateError::Overloaded {
+                reason: OverloadReason::QueueTimeout { timeout },
+                waited,
+            },
+        }
+    }
+}
+
+/// The error for an enter the policy refused at once.
+pub(crate) fn rejected(r: RejectReason) -> GateError {
+    match r {
+        RejectReason::QueueFull { max_waiting } => GateError::Overloaded {
+            reason: OverloadReason::QueueFull { max_waiting },
+            waited: Duration::ZERO,
+        },
+    }
+}
+
+/// A wait's deadline: the session's own timeout or the gate's queue timeout, whichever comes
+/// first, and which one it is.
+#[derive(Clone, Copy)]
+struct Deadline {
+    at: Option<Instant>,
+    /// The gate's queue timeout is the one that ends the wait.
+    queue: Option<Duration>,
+}
+
+impl Deadline {
+    fn new(start: Instant, own: Option<Duration>, queue: Option<Duration>) -> Deadline {
+        // A timeout too large to add to a clock reading means no deadline.
+        let own_at = own.and_then(|t| start.checked_add(t));
+        let queue_at = queue.and_then(|t| start.checked_add(t));
+        match (own_at, queue_at) {
+            (Some(o), Some(q)) if o <= q => Deadline {
+                at: Some(o),
+                queue: None,
+            },
+            (_, Some(q)) => Deadline { at: Some(q), queue },
+            (o, None) => Deadline { at: o, queue: None },
+        }
+    }
+
+    fn expired(self) -> Abort {
+        match self.queue {
+            Some(t) => Abort::QueueTimeout(t),
+            None => Abort::TimedOut,
         }
     }
 }
@@ -214,10 +263,15 @@ impl Session {
         Ok(true)
     }
 
-    /// Exit after one call: keep the slot while tickets remain, otherwise leave.
+    /// Exit after one call: keep the slot while tickets remain (`auto`: while the quantum
+    /// lasts, or past it if nobody waits), otherwise leave.
     #[inline]
     fn exit_call(&mut self) {
-        if self.tickets.keeps_slot() {
+        let driver = &self.gate.driver;
+        if self
+            .tickets
+            .keeps_slot(crate::clock::coarse_ns, || driver.has_waiters())
+        {
             self.sh.set_state(SessionState::DeclaredInside);
         } else {
             self.leave();
@@ -235,7 +289,7 @@ impl Session {
     /// Statement end: leave, and forget what the statement declared.
     fn end_statement_inner(&mut self) {
         if std::mem::take(&mut self.in_wait) {
-            finish_step_out(&self.gate, &self.sh);
+            finish_step_out(&self.gate, &self.sh, false);
         }
         self.in_call = false;
         self.leave();
@@ -243,11 +297,14 @@ impl Session {
         self.resume = None;
     }
 
-    /// Leaves around blocking work and records why; [`finish_step_out`] ends it.
+    /// Leaves around blocking work and records why; [`finish_step_out`] ends it. Under
+    /// `auto`, a step-out for work outside the engine keeps the slot (see `policy::auto`).
     fn begin_step_out(&mut self, reason: StepOutReason) {
         let was_inside = self.is_inside();
-        self.leave();
-        self.resume = was_inside.then_some(reason);
+        if !(was_inside && self.gate.driver.keeps_slot_across(reason)) {
+            self.leave();
+            self.resume = was_inside.then_some(reason);
+        }
         self.sh.bump(Counter::StepOuts);
         self.sh.set_state_now(SessionState::SteppedOut(reason));
         self.gate
@@ -261,13 +318,13 @@ impl Session {
         self.begin_step_out(reason);
         // Ends the step-out when `f` returns or unwinds, so a panic inside `f` does not leave
         // the session shown as stepped out forever.
-        struct Back<'a>(&'a GateInner, &'a SessionShared);
+        struct Back<'a>(&'a GateInner, &'a SessionShared, bool);
         impl Drop for Back<'_> {
             fn drop(&mut self) {
-                finish_step_out(self.0, self.1);
+                finish_step_out(self.0, self.1, self.2);
             }
         }
-        let _back = Back(&self.gate, &self.sh);
+        let _back = Back(&self.gate, &self.sh, self.hold.is_some());
         f()
     }
 
@@ -347,7 +404,7 @@ impl Session {
         if !std::mem::take(&mut self.in_wait) {
             return Err(GateError::Misuse(Misuse::WaitEndWithoutBegin));
         }
-        finish_step_out(&self.gate, &self.sh);
+        finish_step_out(&self.gate, &self.sh, self.is_inside());
         if self.in_call && !self.is_inside() {
             // On an error the call goes on outside the gate; its exit gives nothing back.
             self.admit()?;
@@ -358,7 +415,10 @@ impl Session {
     /// Admission for a session without tickets, by the rule a pending step-out left (the
     /// unchecked re-entry after a row-lock wait) or the policy's.
     fn admit(&mut self) -> Result<(), GateError> {
-        if self.resume.take() == Some(StepOutReason::RowLockWait) {
+        let resume = self.resume.take();
+        // `auto` has its own rule for a session back from any wait (bounded).
+        let after_wait = resume.and_then(|_| self.gate.driver.enter_after_wait(&self.sh, true));
+        if after_wait.is_none() && resume == Some(StepOutReason::RowLockWait) {
             let a = self.gate.driver.enter_unchecked();
             self.admitted(a, 0);
             return Ok(());
@@ -366,10 +426,18 @@ impl Session {
         let mut at = Attempt::new(self.holds_locks);
         // Read before the policy decides, so that a raise made after the decision is seen.
         let generation = self.gate.raise_generation.load(Ordering::Acquire);
-        match self.gate.driver.enter(&mut at, &self.sh, true) {
+        let step = match after_wait {
+            Some(step) => step,
+            None => self.gate.driver.enter(&mut at, &self.sh, true),
+        };
+        match step {
             Step::Admitted(a) => {
                 self.admitted(a, 0);
                 Ok(())
+            }
+            Step::Reject(r) => {
+                self.sh.set_state(SessionState::Outside);
+                Err(rejected(r))
             }
             step => {
                 let gate = self.gate.clone();
@@ -390,8 +458,7 @@ impl Session {
         mut generation: u64,
     ) -> Result<(), GateError> {
         let start = Instant::now();
-        // A timeout too large to add to a clock reading means no deadline.
-        let deadline = self.wait_timeout.and_then(|t| start.checked_add(t));
+        let deadline = Deadline::new(start, self.wait_timeout, gate.config.queue_timeout);
         // The waiting states share one timestamp: when this admission began to wait. A queue
         // wait publishes its own state (under the queue lock).
         let mut waited = false;
@@ -408,6 +475,10 @@ impl Session {
                 Step::Admitted(a) => {
                     self.admitted(a, start.elapsed().as_nanos() as u64);
                     return Ok(());
+                }
+                Step::Reject(r) => {
+                    self.sh.set_state(SessionState::Outside);
+                    return Err(rejected(r));
                 }
                 Step::Yield => {
                     self.sh.bump(Counter::Yields);
@@ -439,7 +510,7 @@ impl Session {
     fn aborted(&self, abort: Abort, start: Instant) -> GateError {
         self.sh.bump(match abort {
             Abort::Cancelled => Counter::Cancellations,
-            Abort::TimedOut => Counter::Timeouts,
+            Abort::TimedOut | Abort::QueueTimeout(_) => Counter::Timeouts,
         });
         self.sh.set_state(SessionState::Outside);
         abort.error(start.elapsed())
@@ -448,7 +519,7 @@ impl Session {
     /// Records an admission and takes what it grants.
     #[inline]
     fn admitted(&mut self, a: Admission, waited_ns: u64) {
-        self.tickets.grant(&a);
+        self.tickets.grant(&a, crate::clock::coarse_ns);
         self.hold = Some(record_admission(&self.gate, &self.sh, a, waited_ns));
     }
 
@@ -460,13 +531,13 @@ impl Session {
     /// Sleeps `d` (or until the deadline), interruptibly: a cancel ends it with an error, a
     /// raise of the limit since `generation` (read before the policy chose to sleep) ends it
     /// early so the session re-checks.
-    fn sleep(&self, d: Duration, deadline: Option<Instant>, generation: u64) -> Result<(), Abort> {
+    fn sleep(&self, d: Duration, deadline: Deadline, generation: u64) -> Result<(), Abort> {
         if self.take_cancel() {
             return Err(Abort::Cancelled);
         }
         let now = Instant::now();
-        if deadline.is_some_and(|dl| now >= dl) {
-            return Err(Abort::TimedOut);
+        if deadline.at.is_some_and(|dl| now >= dl) {
+            return Err(deadline.expired());
         }
         if d.is_zero() {
             // InnoDB's os_thread_sleep(0) gives up the CPU and returns.
@@ -475,7 +546,7 @@ impl Session {
         }
         // Under loom (no clock: a timed wait never times out) the sleep lasts until a raise or
         // a cancel notifies it, which makes a missed raise a deadlock the model reports.
-        let until = deadline.map_or(now + d, |dl| dl.min(now + d));
+        let until = deadline.at.map_or(now + d, |dl| dl.min(now + d));
         let mut w = lock(&self.sh.wake);
         loop {
             if self.take_cancel() {
@@ -498,12 +569,16 @@ impl Session {
     }
 
     /// Blocks until wait `id` is released by a hand-off, or the wait is cancelled / times out.
+    /// Under `auto`, the waiter wakes every [`STALL_PERIOD`] to run the stall check.
     fn wait_handoff(
         &self,
         gate: &GateInner,
         id: WaitId,
-        deadline: Option<Instant>,
+        deadline: Deadline,
     ) -> Result<Admission, Abort> {
+        // Under loom a timed wait never times out: the model checks hand-offs, not the clock.
+        let stall_period = (gate.driver.checks_stalls() && !cfg!(loom)).then_some(STALL_PERIOD);
+        let mut next_check = stall_period.map(|p| Instant::now() + p);
         let mut w = lock(&self.sh.wake);
         let outcome = loop {
             if w.released == Some(id) {
@@ -512,19 +587,31 @@ impl Session {
             if self.take_cancel() {
                 break Err(Abort::Cancelled);
             }
-            w = match deadline {
-                None => self.sh.cv.wait(w).unwrap_or_else(|e| e.into_inner()),
-                Some(dl) => {
-                    let now = Instant::now();
-                    if now >= dl {
-                        break Err(Abort::TimedOut);
-                    }
-                    self.sh
-                        .cv
-                        .wait_timeout(w, dl - now)
-                        .map(|(g, _)| g)
-                        .unwrap_or_else(|e| e.into_inner().0)
+            let now = Instant::now();
+            if deadline.at.is_some_and(|dl| now >= dl) {
+                break Err(deadline.expired());
+            }
+            if let (Some(check), Some(period)) = (next_check, stall_period) {
+                if now >= check {
+                    drop(w);
+                    gate.driver.stall_check();
+                    next_check = Some(now + period);
+                    w = lock(&self.sh.wake);
+                    continue;
                 }
+            }
+            let until = match (deadline.at, next_check) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            w = match until {
+                None => self.sh.cv.wait(w).unwrap_or_else(|e| e.into_inner()),
+                Some(until) => self
+                    .sh
+                    .cv
+                    .wait_timeout(w, until.saturating_duration_since(now))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0),
             };
         };
         drop(w);
@@ -577,9 +664,14 @@ pub(crate) fn give_back(gate: &GateInner, sh: &SessionShared, hold: Hold) {
     }
 }
 
-/// Ends a step-out's bookkeeping: the session is shown outside again.
-fn finish_step_out(gate: &GateInner, sh: &SessionShared) {
-    sh.set_state(SessionState::Outside);
+/// Ends a step-out's bookkeeping: the session is shown outside again (or declared inside, if
+/// `auto` kept its slot across the step-out).
+fn finish_step_out(gate: &GateInner, sh: &SessionShared, inside: bool) {
+    sh.set_state(if inside {
+        SessionState::DeclaredInside
+    } else {
+        SessionState::Outside
+    });
     gate.registry.stepped_out.fetch_sub(1, Ordering::Relaxed);
 }
 

@@ -17,6 +17,7 @@
 //! | [`polling::PollingCore`] | `polling` | atomics (`&self`) | sleeping |
 //! | [`timer::TimerCore`] | `timer` | atomics (`&self`) | yielding, sleeping |
 //! | [`UnlimitedCore`] | `unlimited` | none | nothing |
+//! | [`auto::AutoCore`] | `auto` | atomics + a queue under its own lock (`&self`) | a clock reading on slow paths, a way to wake a waiter, a CPU-time sample |
 //!
 //! Around the cores sit two rules every driver shares: [`Tickets`] (a thread with tickets
 //! re-enters without asking the core and keeps its slot between calls) and [`Hold`] (what an
@@ -30,6 +31,7 @@ use std::time::Duration;
 
 use crate::config::{GateConfig, Policy};
 
+pub mod auto;
 pub mod polling;
 pub mod queue;
 mod slots;
@@ -47,6 +49,8 @@ pub enum Core<W> {
     Timer(timer::TimerCore),
     /// `unlimited`: every enter is admitted uncounted.
     Unlimited(UnlimitedCore),
+    /// `auto`.
+    Auto(auto::AutoCore<W>),
 }
 
 impl<W: Clone> Core<W> {
@@ -67,6 +71,7 @@ impl<W: Clone> Core<W> {
             )),
             Policy::Timer => Core::Timer(timer::TimerCore::new(c.limit, c.tickets)),
             Policy::Unlimited => Core::Unlimited(UnlimitedCore { tickets: c.tickets }),
+            Policy::Auto => Core::Auto(auto::AutoCore::new(c.auto_params())),
         }
     }
 }
@@ -83,6 +88,8 @@ pub enum Step {
     /// The thread is queued under this id: block until a [`queue::Release`] with the same id
     /// is delivered, then call [`queue::QueueCore::finish_wait`].
     Wait(WaitId),
+    /// Refused at once (`auto`'s optional overload protection): nothing is counted.
+    Reject(auto::RejectReason),
 }
 
 /// Identifies one queued wait. Ids are never reused by a core, so a late or duplicated
@@ -99,6 +106,9 @@ pub struct Admission {
     pub hold: Hold,
     /// Tickets granted: later enters spend them without asking the core.
     pub tickets: u32,
+    /// `auto`: the slot is kept between calls for this long after the admission (and renewed
+    /// while nobody waits); zero for the ticket policies.
+    pub quantum: Duration,
 }
 
 impl Admission {
@@ -107,6 +117,15 @@ impl Admission {
             by,
             hold: Hold(hold),
             tickets,
+            quantum: Duration::ZERO,
+        }
+    }
+
+    /// An `auto` admission: unlimited calls, bounded by the time quantum.
+    pub(crate) fn with_quantum(by: AdmittedBy, hold: HoldKind, quantum: Duration) -> Self {
+        Admission {
+            quantum,
+            ..Admission::new(by, hold, u32::MAX)
         }
     }
 
@@ -149,7 +168,8 @@ pub struct Hold(HoldKind);
 pub enum HoldKind {
     /// One counted slot of the limit (or, while the limit is 0, one counted thread).
     Slot,
-    /// A place among FLIFO's lifo-running threads (not one of the limit's slots).
+    /// A place among FLIFO's lifo-running threads, or `auto`'s extra admissions (not one of
+    /// the limit's slots).
     Lifo,
     /// Nothing: admitted by the `unlimited` policy.
     Uncounted,
@@ -179,25 +199,40 @@ pub(crate) fn dec(count: &mut u32, what: &str) {
     }
 }
 
-/// A session's concurrency tickets (`innodb_concurrency_tickets`): the rule by which a thread
-/// that holds a slot re-enters without asking the core and keeps its slot between calls. The
-/// real gate and the simulator both go through it.
+/// A session's concurrency tickets (`innodb_concurrency_tickets`), and `auto`'s time quantum:
+/// the rule by which a thread that holds a slot re-enters without asking the core and keeps
+/// its slot between calls. The real gate and the simulator both go through it.
+///
+/// With a quantum (an `auto` admission), the slot is kept between calls until the quantum is
+/// spent; then, at the next exit, it is given up if anyone waits and renewed if nobody does.
+/// A re-entry never reads a clock: only an exit of a session with a quantum does (the coarse
+/// clock in the real gate, virtual time in the simulator).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tickets(u32);
+pub struct Tickets {
+    left: u32,
+    quantum_ns: u64,
+    until_ns: u64,
+}
 
 impl Tickets {
-    /// Takes the tickets an admission grants.
+    /// Takes the tickets (and quantum) an admission grants; `now` is read only for a quantum.
     #[inline]
-    pub fn grant(&mut self, a: &Admission) {
-        self.0 = a.tickets;
+    pub fn grant(&mut self, a: &Admission, now: impl FnOnce() -> u64) {
+        self.left = a.tickets;
+        self.quantum_ns = a.quantum.as_nanos() as u64;
+        self.until_ns = if self.quantum_ns == 0 {
+            0
+        } else {
+            now().saturating_add(self.quantum_ns)
+        };
     }
 
     /// An enter: spends one ticket and returns true if any was left (a re-entry that asks
     /// nobody); false means the thread must be admitted by the core.
     #[inline]
     pub fn try_reenter(&mut self) -> bool {
-        if self.0 > 0 {
-            self.0 -= 1;
+        if self.left > 0 {
+            self.left -= 1;
             true
         } else {
             false
@@ -206,27 +241,64 @@ impl Tickets {
 
     /// Spends up to `n` tickets at once (`n` re-entries); returns how many were spent.
     pub fn spend(&mut self, n: u32) -> u32 {
-        let k = n.min(self.0);
-        self.0 -= k;
+        let k = n.min(self.left);
+        self.left -= k;
         k
     }
 
-    /// After a call's exit: the thread keeps its slot while tickets remain.
+    /// After a call's exit: whether the thread keeps its slot. Without a quantum, while
+    /// tickets remain. With one, while the quantum lasts; once it is spent, not if
+    /// `waiters()` says anyone waits, and otherwise the quantum starts again from `now`.
     #[inline]
-    pub fn keeps_slot(self) -> bool {
-        self.0 > 0
+    pub fn keeps_slot(
+        &mut self,
+        now: impl FnOnce() -> u64,
+        waiters: impl FnOnce() -> bool,
+    ) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        if self.quantum_ns == 0 {
+            return true;
+        }
+        self.keeps_slot_timed(now(), waiters)
+    }
+
+    #[inline]
+    fn keeps_slot_timed(&mut self, now: u64, waiters: impl FnOnce() -> bool) -> bool {
+        if now < self.until_ns {
+            return true;
+        }
+        if waiters() {
+            return false;
+        }
+        self.until_ns = now.saturating_add(self.quantum_ns);
+        true
+    }
+
+    /// Time left in the quantum at `now` (`None`: the admission has no quantum).
+    #[inline]
+    pub fn time_left(self, now: u64) -> Option<u64> {
+        (self.quantum_ns != 0).then(|| self.until_ns.saturating_sub(now))
+    }
+
+    /// The admission carried a time quantum (`auto`).
+    #[inline]
+    pub fn has_quantum(self) -> bool {
+        self.quantum_ns != 0
     }
 
     /// Statement end or a step-out: tickets to 0 (InnoDB's force exit).
     #[inline]
     pub fn clear(&mut self) {
-        self.0 = 0;
+        self.left = 0;
+        self.until_ns = 0;
     }
 
     /// Tickets left.
     #[inline]
     pub fn left(self) -> u32 {
-        self.0
+        self.left
     }
 }
 

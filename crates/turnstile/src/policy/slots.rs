@@ -50,15 +50,32 @@ impl AtomicSlots {
         }
     }
 
+    /// [`Self::try_take`] without the optimistic look: the increment always happens, so a
+    /// `SeqCst` store another thread made before it (`auto`'s queued count) is ordered with it.
+    #[inline]
+    pub(crate) fn try_take_checked(&self) -> Option<AdmittedBy> {
+        let n = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+        match self.limit.load(Ordering::SeqCst) {
+            0 => Some(AdmittedBy::Unlimited),
+            limit if n <= limit => Some(AdmittedBy::Free),
+            _ => {
+                self.give_back();
+                None
+            }
+        }
+    }
+
     /// Counts a thread inside without checking the limit (forced and unchecked entries).
     pub(crate) fn force_take(&self) {
         self.inside.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Gives back a slot taken by [`Self::try_take`] or [`Self::force_take`].
+    /// Gives back a slot taken by [`Self::try_take`] or [`Self::force_take`]. `SeqCst`: `auto`
+    /// reads its queued count after this (its "no lost wake-up" argument); on x86 it is the
+    /// same `lock xadd` as `AcqRel`.
     #[inline]
     pub(crate) fn give_back(&self) {
-        let before = self.inside.fetch_sub(1, Ordering::AcqRel);
+        let before = self.inside.fetch_sub(1, Ordering::SeqCst);
         if before == 0 {
             self.inside.fetch_add(1, Ordering::AcqRel);
             panic!("turnstile: threads inside would go below zero (a slot given back twice)");

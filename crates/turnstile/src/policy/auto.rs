@@ -1,0 +1,994 @@
+//! `auto`: the gate to deploy. No limit or tickets to tune, and none of the seeds' failures.
+//!
+//! The decisions, each from the field's best answer to one seed failure:
+//!
+//! * **A time quantum, not row tickets** (seed 000). An admission grants a quantum of time
+//!   ([`DEFAULT_QUANTUM`]); the session keeps its slot between calls until the quantum is
+//!   spent, then gives it up at its next exit if anyone waits (and renews it if nobody does).
+//!   A cheap row and an expensive one cost what they cost. The rule lives in
+//!   [`super::Tickets`], which both drivers use.
+//! * **Free the slot for waits, not for work** (seeds 001 and 004). A step-out for a wait (row
+//!   lock, disk I/O, the commit) frees the slot; a step-out for work outside the engine
+//!   (sending a row, a file sort) keeps it while the quantum lasts ([`keeps_slot_across`]), so
+//!   MySQL 5.0's forced exit before every row sent costs nothing. After a wait, the session
+//!   comes back ahead of the queue: into a free slot, or as one of the *extra* admissions,
+//!   which never outnumber the limit (so at most `2 × limit` run: [`AutoCore::enter_after_wait`]).
+//! * **Hot first, never starved.** Admission is one atomic increment while nobody is queued
+//!   (as `polling`). Once threads queue, every freed slot is handed directly to a waiter (as
+//!   `classic`): the most recently queued one (hot cache; a lock holder first) while every
+//!   waiter is younger than the age cap ([`DEFAULT_AGE_CAP`]); once one is older, the oldest,
+//!   until none is (Go's mutex starvation mode, CoDel's switch from LIFO). While a handed-off
+//!   waiter has not yet begun to run, a newcomer may run in its place (FLIFO's rule, seed
+//!   001), but never while a waiter is past the age cap.
+//! * **A limit that finds itself** ([`LimitController`]): starts at the CPUs the process may
+//!   use; each window it grows while threads queue yet the CPUs are not all busy and grantees
+//!   run promptly, decays towards the CPU count while they are all busy, and is cut by a
+//!   quarter when grantees run late. The same rule, run by a waiter that finds no slot
+//!   released for a stall period, is the stall detector: slots held by threads that block
+//!   where nobody declared a wait (seed 004's naive commit) leave the CPUs idle, so the limit
+//!   grows past them.
+//! * **Overload protection**, off by default: a cap on queued waiters; past it an enter is
+//!   refused at once with a typed reason ([`Step::Reject`]) instead of queueing.
+//!
+//! # Invariants
+//! * Counted inside (`AtomicSlots::inside`) ≤ limit, except transiently inside `try_take`;
+//!   *extra* admissions ≤ limit (checked under the queue lock). Running ≤ 2 × limit.
+//! * A waiter is released only by a hand-off that counted it inside (or as extra) first, so a
+//!   newcomer never takes a handed-off slot.
+//! * **No lost wake-up.** A thread queues by incrementing `queued` and then tries for a slot
+//!   once more; an exit gives its slot back and then reads `queued`. All four are `SeqCst`,
+//!   so either the queuer's retry sees the freed slot or the exit sees the queuer and hands
+//!   it a slot under the queue lock (`loom` checks this: `tests/loom.rs`).
+//! * Every queued waiter not cancelled is released by some exit, limit change or stall tick.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::queue::Release;
+use super::slots::AtomicSlots;
+use super::{dec, Admission, AdmittedBy, Attempt, Hold, HoldKind, Step, WaitId};
+use crate::monitor::StepOutReason;
+use crate::sync::{lock, AtomicU32, Mutex, Ordering};
+
+/// How long an admission keeps its slot between calls. 1 ms: a short query queued behind long
+/// scans waits about one quantum for a slot (`repro mixed` asks for a point-select p99 of 2 ms
+/// while two scans run), and the quantum is of the order of the kernel's own time slice
+/// (CFS: 3 ms latency / 4 = 0.75 ms minimum granularity). Each quantum that ends with a
+/// waiter costs one hand-off (a wake-up, ~5–50 µs measured by `turnstile calibrate` on the
+/// development VM), so 1 ms keeps that under a few percent.
+pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(1);
+
+/// A waiter older than this is served oldest-first by direct hand-off, and no newcomer runs
+/// ahead of it. 5 ms is CoDel's target queue delay (folly's and Thrift's default), five times
+/// Go's mutex starvation threshold, since a gate's slot is held for a quantum, not a few ns.
+pub const DEFAULT_AGE_CAP: Duration = Duration::from_millis(5);
+
+/// A queued waiter that has seen no slot released for this long runs the limit controller
+/// itself (the stall detector). MariaDB's thread pool checks for stalls every 500 ms
+/// (`thread_pool_stall_limit`); 200 ms recovers within a few of seed 004's 60 ms fsyncs, and a
+/// thousand waiters timing out every 200 ms cost about 5,000 wake-ups a second.
+pub const STALL_PERIOD: Duration = Duration::from_millis(200);
+
+/// The controller's window: one decision per window at most. CockroachDB moves its slot count
+/// by one every 1 ms; 20 ms is long enough to hold several hand-offs at a few hundred
+/// admissions a second, so one late wake-up (this VM's idle-vCPU wake-up spikes to ms) is
+/// not a trend.
+pub const CONTROL_WINDOW: Duration = Duration::from_millis(20);
+
+/// A grantee that starts running more than this after its hand-off was late: its CPU was busy.
+/// CockroachDB's elastic admission targets a p99 scheduler latency of 1 ms.
+pub const LATE_GRANT: Duration = Duration::from_millis(1);
+
+/// The settings of an `auto` core (see [`crate::GateConfig`] for the public knobs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoParams {
+    /// The starting limit (the CPUs the process may use, unless configured).
+    pub start_limit: u32,
+    /// The CPUs the process may use: the controller's reference.
+    pub cpus: u32,
+    /// Smallest and largest limit the controller may set.
+    pub min_limit: u32,
+    /// See `min_limit`.
+    pub max_limit: u32,
+    /// The time quantum an admission grants.
+    pub quantum: Duration,
+    /// The age past which waiters are served oldest first.
+    pub age_cap: Duration,
+    /// Refuse to queue more than this many waiters (0: no cap).
+    pub max_waiting: u32,
+    /// Let the controller move the limit (`false`: the limit stays where it is set).
+    pub adaptive: bool,
+}
+
+/// Why an enter was refused ([`Step::Reject`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectReason {
+    /// The queue already holds the configured maximum of waiters.
+    QueueFull {
+        /// The cap.
+        max_waiting: u32,
+    },
+}
+
+/// Whether `auto` keeps a session's slot across a step-out for `reason`: yes for work outside
+/// the engine (sending results, a file sort), which needs a CPU as much as a row fetch does;
+/// no for a wait, which would hold a slot while using no CPU (seed 004's pileup).
+pub fn keeps_slot_across(reason: StepOutReason) -> bool {
+    matches!(
+        reason,
+        StepOutReason::SendingResults | StepOutReason::FileSort
+    )
+}
+
+/// What the controller decided in one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// No change.
+    Hold,
+    /// Raised to this limit.
+    Raise(u32),
+    /// Lowered to this limit.
+    Cut(u32),
+}
+
+/// The adaptive limit. Time-free: the driver feeds it grant delays and, at each decision, the
+/// time and the CPU time the process has used so far (if it can measure it); it answers with
+/// a decision.
+///
+/// Per window (only windows in which threads queued: with nobody waiting the limit binds
+/// nobody and nothing is learnt):
+/// * **late** (more than an eighth of the grants started over [`LATE_GRANT`] after their
+///   hand-off): the CPUs are oversubscribed; cut by a quarter.
+/// * else, with the process's CPU use measured as `u` (busy fraction of the CPUs it may use):
+///   `u` < 0.85: slots are held by threads not using a CPU (undeclared waits); raise, by
+///   up to half the gap `limit × (0.9 / u − 1)` (at least 1, at most doubling);
+///   `u` ≥ 0.95 and the limit above the CPU count: every CPU is busy and slots past the
+///   CPUs only add preemption; lower by 1. In between: hold (the dead band is the
+///   hysteresis).
+/// * Without a CPU measurement (off Linux, or the first window), prompt grants or a stall in
+///   a window raise by 1 and late grants cut.
+#[derive(Debug, Clone)]
+pub struct LimitController {
+    cpus: u32,
+    min: u32,
+    max: u32,
+    grants: u32,
+    late: u32,
+    queued_seen: bool,
+    /// A stall check ran in this window.
+    stalled: bool,
+    window_start_ns: u64,
+    /// The CPU reading at the window's start.
+    cpu_start_ns: Option<u64>,
+    /// Decisions made, for monitoring.
+    pub raises: u64,
+    /// See `raises`.
+    pub cuts: u64,
+}
+
+/// CPU use below which slots are taken to be held by threads that are not running.
+const U_LOW: f64 = 0.85;
+/// CPU use above which every CPU is taken to be busy.
+const U_HIGH: f64 = 0.95;
+/// The target the raise aims for, between the two.
+const U_TARGET: f64 = 0.9;
+
+impl LimitController {
+    /// A controller for `cpus` CPUs, bounded to `min..=max`.
+    pub fn new(cpus: u32, min: u32, max: u32) -> Self {
+        LimitController {
+            cpus: cpus.max(1),
+            min: min.max(1),
+            max: max.max(min.max(1)),
+            grants: 0,
+            late: 0,
+            queued_seen: false,
+            stalled: false,
+            window_start_ns: 0,
+            cpu_start_ns: None,
+            raises: 0,
+            cuts: 0,
+        }
+    }
+
+    /// A hand-off's grantee began to run `delay_ns` after it was chosen.
+    pub fn observe_grant(&mut self, delay_ns: u64) {
+        self.grants += 1;
+        if delay_ns > LATE_GRANT.as_nanos() as u64 {
+            self.late += 1;
+        }
+    }
+
+    /// Threads were queued during this window.
+    pub fn observe_queue(&mut self) {
+        self.queued_seen = true;
+    }
+
+    /// A waiter saw no slot move for a stall period.
+    pub fn observe_stall(&mut self) {
+        self.queued_seen = true;
+        self.stalled = true;
+    }
+
+    /// Whether the window that began at the last decision is over at `now_ns`.
+    pub fn window_over(&self, now_ns: u64) -> bool {
+        now_ns.saturating_sub(self.window_start_ns) >= CONTROL_WINDOW.as_nanos() as u64
+    }
+
+    /// Ends the window at `now_ns`, with the process's CPU time so far `cpu_ns` (`None`: not
+    /// measurable), and decides the limit that follows `limit`.
+    pub fn decide(&mut self, limit: u32, now_ns: u64, cpu_ns: Option<u64>) -> Decision {
+        let (grants, late, queued) = (self.grants, self.late, self.queued_seen);
+        let stalled = std::mem::take(&mut self.stalled);
+        let wall_ns = now_ns.saturating_sub(self.window_start_ns);
+        let used = match (cpu_ns, self.cpu_start_ns) {
+            (Some(now), Some(start)) if wall_ns > 0 => Some(now.saturating_sub(start)),
+            _ => None,
+        };
+        self.grants = 0;
+        self.late = 0;
+        self.queued_seen = false;
+        self.window_start_ns = now_ns;
+        self.cpu_start_ns = cpu_ns;
+        if !queued || limit == 0 {
+            return Decision::Hold;
+        }
+        let new = if grants > 0 && late * 8 > grants {
+            (limit - limit / 4).min(limit.saturating_sub(1))
+        } else {
+            match used {
+                Some(cpu) => {
+                    let u = cpu as f64 / (wall_ns as f64 * self.cpus as f64);
+                    if u < U_LOW {
+                        let gap = limit as f64 * (U_TARGET / u.max(0.01) - 1.0) / 2.0;
+                        limit + (gap as u32).clamp(1, limit)
+                    } else if u >= U_HIGH && limit > self.cpus {
+                        limit - 1
+                    } else {
+                        limit
+                    }
+                }
+                // Without a CPU reading: one more slot after prompt grants, or after a stall
+                // (MariaDB's thread pool adds a worker per stall).
+                None if grants > 0 || stalled => limit + 1,
+                None => limit,
+            }
+        };
+        let new = new.clamp(self.min, self.max);
+        match new.cmp(&limit) {
+            std::cmp::Ordering::Greater => {
+                self.raises += 1;
+                Decision::Raise(new)
+            }
+            std::cmp::Ordering::Less => {
+                self.cuts += 1;
+                Decision::Cut(new)
+            }
+            std::cmp::Ordering::Equal => Decision::Hold,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Waiter<W> {
+    id: WaitId,
+    waiter: W,
+    since_ns: u64,
+    /// Lock holders (and sessions back from a wait) are chosen first within the age cap.
+    priority: bool,
+    /// A hand-off chose it at this time (0: still waiting).
+    released_ns: u64,
+}
+
+/// What the queue lock guards.
+#[derive(Debug)]
+struct Queue<W> {
+    /// In arrival order: the front is the oldest.
+    waiters: VecDeque<Waiter<W>>,
+    next_id: u64,
+    /// Released waiters that have not begun to run (FLIFO's fifo-pending).
+    pending: u32,
+    /// Admissions beyond the limit: newcomers run in a pending waiter's place, and sessions
+    /// back from a wait. Never more than the limit.
+    extra: u32,
+    /// Unreleased waiters with `priority`.
+    prio: u32,
+    /// A waiter past the age cap is being served: oldest first, no newcomer ahead of it.
+    starving: bool,
+    /// When a slot was last released or handed off while threads queued (stall detection).
+    last_progress_ns: u64,
+    controller: LimitController,
+    stall_ticks: u64,
+    rejections: u64,
+    age_handoffs: u64,
+    limit_max: u32,
+}
+
+/// The core's counts and decisions, for stats and snapshots ([`crate::GateStats::auto`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct AutoGauges {
+    /// The limit now.
+    pub limit: u32,
+    /// Counted inside.
+    pub inside: u32,
+    /// Extra admissions running (newcomers in a pending waiter's place, sessions back from a
+    /// wait).
+    pub extra: u32,
+    /// Released waiters not yet running.
+    pub pending: u32,
+    /// Queued, not yet released.
+    pub queued: u32,
+    /// Waiters past the age cap are being served oldest first.
+    pub starving: bool,
+    /// The largest limit in force so far.
+    pub limit_max: u32,
+    /// Times the controller raised the limit.
+    pub limit_raises: u64,
+    /// Times it lowered the limit.
+    pub limit_cuts: u64,
+    /// Controller runs by a waiter that saw no slot released for a stall period.
+    pub stall_ticks: u64,
+    /// Enters refused by the queue cap.
+    pub rejections: u64,
+    /// Hand-offs to a waiter past the age cap.
+    pub age_handoffs: u64,
+}
+
+/// The shared state of `auto`. See the module documentation.
+#[derive(Debug)]
+pub struct AutoCore<W> {
+    slots: AtomicSlots,
+    /// Waiters queued and not yet released; read by every exit.
+    queued: AtomicU32,
+    q: Mutex<Queue<W>>,
+    p: AutoParams,
+    /// Called under the queue lock for each waiter a hand-off releases (the real gate marks
+    /// it `Woken` there, so the mark is ordered before anything the waiter does next).
+    on_release: Option<fn(&W)>,
+}
+
+/// Releases to deliver once the core's lock is dropped.
+pub type Releases<W> = Vec<Release<W>>;
+
+impl<W: Clone> AutoCore<W> {
+    /// A core with these parameters.
+    pub fn new(p: AutoParams) -> Self {
+        AutoCore {
+            slots: AtomicSlots::new(p.start_limit),
+            queued: AtomicU32::new(0),
+            q: Mutex::new(Queue {
+                waiters: VecDeque::new(),
+                next_id: 0,
+                pending: 0,
+                extra: 0,
+                prio: 0,
+                starving: false,
+                last_progress_ns: 0,
+                controller: LimitController::new(p.cpus, p.min_limit, p.max_limit),
+                stall_ticks: 0,
+                rejections: 0,
+                age_handoffs: 0,
+                limit_max: p.start_limit,
+            }),
+            p,
+            on_release: None,
+        }
+    }
+
+    /// Calls `f` under the queue lock for each waiter a hand-off releases.
+    pub fn with_release_hook(mut self, f: fn(&W)) -> Self {
+        self.on_release = Some(f);
+        self
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &AutoParams {
+        &self.p
+    }
+
+    fn admission(&self, by: AdmittedBy, hold: HoldKind) -> Admission {
+        Admission::with_quantum(by, hold, self.p.quantum)
+    }
+
+    /// One decision for a thread that wants in. The fast path (nobody queued, a slot free) is
+    /// one atomic increment. `now_ns` is read only on the slow path; `on_queue` runs under
+    /// the queue lock when the thread is queued (the driver publishes the waiter's state
+    /// there, so a hand-off's mark always comes after it). Waiters the slow path released
+    /// are pushed to `out`, for the driver to signal.
+    #[inline]
+    pub fn enter(
+        &self,
+        at: &mut Attempt,
+        waiter: &W,
+        now_ns: impl FnOnce() -> u64,
+        on_queue: impl FnOnce(),
+        out: &mut Releases<W>,
+    ) -> Step {
+        if self.queued.load(Ordering::Relaxed) == 0 {
+            if let Some(by) = self.slots.try_take() {
+                return Step::Admitted(self.admission(by, HoldKind::Slot));
+            }
+        }
+        self.enter_slow(at, waiter, now_ns(), on_queue, out)
+    }
+
+    #[cold]
+    fn enter_slow(
+        &self,
+        at: &Attempt,
+        waiter: &W,
+        now: u64,
+        on_queue: impl FnOnce(),
+        out: &mut Releases<W>,
+    ) -> Step {
+        let mut q = lock(&self.q);
+        // Under the lock, `queued` counts exactly the unreleased waiters in the list.
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            // Registered before the retry: see "No lost wake-up" in the module documentation.
+            self.queued.fetch_add(1, Ordering::SeqCst);
+            if let Some(by) = self.slots.try_take_checked() {
+                self.queued.fetch_sub(1, Ordering::SeqCst);
+                return Step::Admitted(self.admission(by, HoldKind::Slot));
+            }
+        } else {
+            // Others are owed any free slot first. One may be free: an exit on its way to
+            // this lock to hand it off, or a fast-path admission that overshot and gave it
+            // back. Handing it off here settles both.
+            self.hand_off(&mut q, now, out);
+            self.queued.fetch_add(1, Ordering::SeqCst);
+        }
+        self.refresh_starving(&mut q, now);
+        // FLIFO's rule: run in the place of a released waiter that is not yet running.
+        if !q.starving && q.extra < q.pending && q.extra < self.slots.limit() {
+            q.extra += 1;
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            return Step::Admitted(self.admission(AdmittedBy::Lifo, HoldKind::Lifo));
+        }
+        if self.p.max_waiting != 0 && self.queued.load(Ordering::SeqCst) > self.p.max_waiting {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            q.rejections += 1;
+            return Step::Reject(RejectReason::QueueFull {
+                max_waiting: self.p.max_waiting,
+            });
+        }
+        let id = WaitId(q.next_id);
+        q.next_id += 1;
+        if q.waiters.is_empty() {
+            q.last_progress_ns = now;
+        }
+        q.waiters.push_back(Waiter {
+            id,
+            waiter: waiter.clone(),
+            since_ns: now,
+            priority: at.holds_locks,
+            released_ns: 0,
+        });
+        q.prio += at.holds_locks as u32;
+        q.controller.observe_queue();
+        on_queue();
+        Step::Wait(id)
+    }
+
+    /// Re-entry after a wait the session stepped out for: into a free slot, else as an extra
+    /// admission while extras are fewer than the limit, else to the head of the queue (as a
+    /// priority waiter). InnoDB lets such a thread in regardless of the limit
+    /// (`srv_conc_force_enter_innodb`); `auto` bounds it.
+    pub fn enter_after_wait(&self, waiter: &W, now_ns: u64, on_queue: impl FnOnce()) -> Step {
+        let mut q = lock(&self.q);
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        if let Some(by) = self.slots.try_take_checked() {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            let by = if by == AdmittedBy::Free {
+                AdmittedBy::Unchecked
+            } else {
+                by
+            };
+            return Step::Admitted(self.admission(by, HoldKind::Slot));
+        }
+        if q.extra < self.slots.limit() {
+            q.extra += 1;
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            return Step::Admitted(self.admission(AdmittedBy::Unchecked, HoldKind::Lifo));
+        }
+        let id = WaitId(q.next_id);
+        q.next_id += 1;
+        q.waiters.push_back(Waiter {
+            id,
+            waiter: waiter.clone(),
+            since_ns: now_ns,
+            priority: true,
+            released_ns: 0,
+        });
+        q.prio += 1;
+        q.controller.observe_queue();
+        on_queue();
+        Step::Wait(id)
+    }
+
+    fn refresh_starving(&self, q: &mut Queue<W>, now: u64) {
+        let cap = self.p.age_cap.as_nanos() as u64;
+        q.starving = q
+            .waiters
+            .iter()
+            .find(|w| w.released_ns == 0)
+            .is_some_and(|w| now.saturating_sub(w.since_ns) > cap);
+    }
+
+    /// A thread leaves, giving back `hold`. Returns the waiters to signal (at most one, unless
+    /// the controller raised the limit at the same time). The fast path (nobody queued) is
+    /// one atomic decrement and one load.
+    #[inline]
+    pub fn exit(&self, hold: Hold, now_ns: impl FnOnce() -> u64) -> Releases<W> {
+        match hold.kind() {
+            HoldKind::Uncounted => return Vec::new(),
+            HoldKind::Lifo => {
+                let mut q = lock(&self.q);
+                dec(&mut q.extra, "auto: extra admissions");
+                return Vec::new();
+            }
+            HoldKind::Slot => self.slots.give_back(),
+        }
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            return Vec::new();
+        }
+        self.hand_off_slow(now_ns())
+    }
+
+    #[cold]
+    fn hand_off_slow(&self, now: u64) -> Releases<W> {
+        let mut q = lock(&self.q);
+        q.last_progress_ns = now;
+        let mut out = Vec::new();
+        self.hand_off(&mut q, now, &mut out);
+        out
+    }
+
+    /// Hands free slots to waiters, by the selection rule, while both remain.
+    fn hand_off(&self, q: &mut Queue<W>, now: u64, out: &mut Releases<W>) {
+        loop {
+            // Under the lock, `queued` counts exactly the unreleased waiters in the list.
+            if self.queued.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            if self.slots.try_take_checked().is_none() {
+                return;
+            }
+            self.refresh_starving(q, now);
+            let pick = if q.starving {
+                q.age_handoffs += 1;
+                q.waiters.iter().position(|w| w.released_ns == 0)
+            } else {
+                let newest = |prio: bool| {
+                    q.waiters
+                        .iter()
+                        .rposition(|w| w.released_ns == 0 && (w.priority || !prio))
+                };
+                (if q.prio > 0 { newest(true) } else { None }).or_else(|| newest(false))
+            };
+            let Some(i) = pick else {
+                // Counted waiters but none in the list: cannot happen; give the slot back.
+                self.slots.give_back();
+                return;
+            };
+            let w = &mut q.waiters[i];
+            w.released_ns = now.max(1);
+            let prio = w.priority;
+            if let Some(f) = self.on_release {
+                f(&w.waiter);
+            }
+            out.push(Release {
+                waiter: w.waiter.clone(),
+                id: w.id,
+            });
+            q.prio -= prio as u32;
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            q.pending += 1;
+        }
+    }
+
+    /// The queued wait `id`, released, begins to run at `now_ns`: it takes its slot. The
+    /// grant's delay feeds the controller; a window that ends here may move the limit (with
+    /// `cpu_ns`, the process's CPU time so far), and a raise hands slots to more waiters
+    /// (returned, to signal).
+    ///
+    /// # Panics
+    /// If `id` is not a released wait of this core: a driver bug.
+    pub fn finish_wait(
+        &self,
+        id: WaitId,
+        now_ns: u64,
+        cpu_ns: impl FnOnce() -> Option<u64>,
+    ) -> (Admission, Releases<W>) {
+        let mut q = lock(&self.q);
+        let pos = q
+            .waiters
+            .iter()
+            .position(|w| w.id == id)
+            .expect("auto finish_wait: no such queued wait");
+        let w = q.waiters.remove(pos).expect("position is in range");
+        assert!(
+            w.released_ns != 0,
+            "finish_wait before the wait was released"
+        );
+        dec(&mut q.pending, "auto: pending");
+        q.controller
+            .observe_grant(now_ns.saturating_sub(w.released_ns));
+        let mut out = Vec::new();
+        self.control(&mut q, now_ns, cpu_ns, &mut out);
+        (self.admission(AdmittedBy::HandOff, HoldKind::Slot), out)
+    }
+
+    /// Runs the controller if its window is over (the queue lock is held).
+    fn control(
+        &self,
+        q: &mut Queue<W>,
+        now: u64,
+        cpu_ns: impl FnOnce() -> Option<u64>,
+        out: &mut Releases<W>,
+    ) {
+        if !self.p.adaptive || !q.controller.window_over(now) {
+            return;
+        }
+        let limit = self.slots.limit();
+        match q.controller.decide(limit, now, cpu_ns()) {
+            Decision::Hold => {}
+            Decision::Cut(n) => {
+                self.slots.set_limit(n);
+            }
+            Decision::Raise(n) => {
+                self.slots.set_limit(n);
+                q.limit_max = q.limit_max.max(n);
+                self.hand_off(q, now, out);
+            }
+        }
+    }
+
+    /// A queued waiter's periodic check (every [`STALL_PERIOD`] of its wait). If no slot was
+    /// released or handed off for a stall period while threads queued, the controller runs
+    /// now (it raises the limit when the CPUs are idle). Returns the waiters to signal.
+    pub fn stall_check(&self, now_ns: u64, cpu_ns: impl FnOnce() -> Option<u64>) -> Releases<W> {
+        let mut q = lock(&self.q);
+        let mut out = Vec::new();
+        if q.waiters.is_empty()
+            || now_ns.saturating_sub(q.last_progress_ns) < STALL_PERIOD.as_nanos() as u64
+        {
+            return out;
+        }
+        q.stall_ticks += 1;
+        q.last_progress_ns = now_ns;
+        q.controller.observe_stall();
+        if self.p.adaptive {
+            // Force a decision now, whatever the window.
+            let limit = self.slots.limit();
+            match q.controller.decide(limit, now_ns, cpu_ns()) {
+                Decision::Raise(n) => {
+                    self.slots.set_limit(n);
+                    q.limit_max = q.limit_max.max(n);
+                }
+                Decision::Cut(n) => {
+                    self.slots.set_limit(n);
+                }
+                Decision::Hold => {}
+            }
+        }
+        self.hand_off(&mut q, now_ns, &mut out);
+        out
+    }
+
+    /// The queued wait `id` gives up. `None`: it left uncounted; `Some(admission)`: a
+    /// hand-off had already released it, so it is inside and must exit normally.
+    pub fn cancel_wait(&self, id: WaitId) -> Option<Admission> {
+        let mut q = lock(&self.q);
+        let pos = q.waiters.iter().position(|w| w.id == id)?;
+        if q.waiters[pos].released_ns != 0 {
+            q.waiters.remove(pos);
+            dec(&mut q.pending, "auto: pending");
+            return Some(self.admission(AdmittedBy::HandOff, HoldKind::Slot));
+        }
+        let w = q.waiters.remove(pos).expect("position is in range");
+        q.prio -= w.priority as u32;
+        self.queued.fetch_sub(1, Ordering::SeqCst);
+        None
+    }
+
+    /// Sets the limit (an operator's choice; the controller goes on from it when adaptive).
+    /// Returns the limit replaced and the waiters a raise released.
+    pub fn set_limit(&self, limit: u32, now_ns: u64) -> (u32, Releases<W>) {
+        let mut q = lock(&self.q);
+        let old = self.slots.set_limit(limit);
+        q.limit_max = q.limit_max.max(limit);
+        let mut out = Vec::new();
+        self.hand_off(&mut q, now_ns, &mut out);
+        (old, out)
+    }
+
+    /// Whether anyone is queued (read by a session whose quantum is over).
+    #[inline]
+    pub fn has_waiters(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) != 0
+    }
+
+    /// The limit now.
+    pub fn limit(&self) -> u32 {
+        self.slots.limit()
+    }
+
+    /// Counted inside now.
+    pub fn inside(&self) -> u32 {
+        self.slots.inside()
+    }
+
+    /// Counts and decisions.
+    pub fn gauges(&self) -> AutoGauges {
+        let q = lock(&self.q);
+        AutoGauges {
+            limit: self.slots.limit(),
+            inside: self.slots.inside(),
+            extra: q.extra,
+            pending: q.pending,
+            queued: self.queued.load(Ordering::SeqCst),
+            starving: q.starving,
+            limit_max: q.limit_max,
+            limit_raises: q.controller.raises,
+            limit_cuts: q.controller.cuts,
+            stall_ticks: q.stall_ticks,
+            rejections: q.rejections,
+            age_handoffs: q.age_handoffs,
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn params(limit: u32) -> AutoParams {
+        AutoParams {
+            start_limit: limit,
+            cpus: limit,
+            min_limit: 1,
+            max_limit: 1000,
+            quantum: DEFAULT_QUANTUM,
+            age_cap: DEFAULT_AGE_CAP,
+            max_waiting: 0,
+            adaptive: false,
+        }
+    }
+
+    fn admitted(step: Step) -> Admission {
+        match step {
+            Step::Admitted(a) => a,
+            other => panic!("expected an admission, got {other:?}"),
+        }
+    }
+
+    fn wait_id(step: Step) -> WaitId {
+        match step {
+            Step::Wait(id) => id,
+            other => panic!("expected a queue wait, got {other:?}"),
+        }
+    }
+
+    fn enter(core: &AutoCore<u32>, who: u32, now: u64) -> Step {
+        let mut out = Vec::new();
+        let step = core.enter(&mut Attempt::new(false), &who, || now, || {}, &mut out);
+        assert!(out.is_empty(), "no slot was free to hand off");
+        step
+    }
+
+    /// Exits one slot at `now`; returns who was handed it, and lets them run at `now`.
+    fn exit_to(core: &AutoCore<u32>, hold: Hold, now: u64) -> Option<(u32, Admission)> {
+        let out = core.exit(hold, || now);
+        assert!(out.len() <= 1);
+        let r = out.into_iter().next()?;
+        let (a, more) = core.finish_wait(r.id, now, || None);
+        assert!(more.is_empty());
+        Some((r.waiter, a))
+    }
+
+    #[test]
+    fn admits_at_once_with_a_quantum_and_no_ticket_count_while_slots_are_free() {
+        let core: AutoCore<u32> = AutoCore::new(params(2));
+        for who in 0..2 {
+            let a = admitted(enter(&core, who, 0));
+            assert_eq!((a.by, a.hold.kind()), (AdmittedBy::Free, HoldKind::Slot));
+            assert_eq!((a.tickets, a.quantum), (u32::MAX, DEFAULT_QUANTUM));
+        }
+        wait_id(enter(&core, 9, 0));
+        assert_eq!(core.gauges().queued, 1);
+    }
+
+    #[test]
+    fn a_freed_slot_goes_to_the_newest_waiter_while_all_are_younger_than_the_age_cap() {
+        let core: AutoCore<u32> = AutoCore::new(params(1));
+        let held = admitted(enter(&core, 0, 0));
+        for who in 1..=3 {
+            wait_id(enter(&core, who, who as u64 * MS / 10));
+        }
+        let (who, a) = exit_to(&core, held.hold, MS).expect("a waiter is handed the slot");
+        assert_eq!(who, 3, "hot first: the most recently queued");
+        assert_eq!(a.by, AdmittedBy::HandOff);
+        assert!(!core.gauges().starving);
+    }
+
+    #[test]
+    fn once_a_waiter_is_past_the_age_cap_the_oldest_are_served_first_until_none_is() {
+        let core: AutoCore<u32> = AutoCore::new(params(1));
+        let mut held = admitted(enter(&core, 0, 0)).hold;
+        wait_id(enter(&core, 1, 0));
+        wait_id(enter(&core, 2, MS));
+        wait_id(enter(&core, 3, 7 * MS));
+        // At 6.5 ms waiters 1 and 2 (queued at 0 and 1 ms) are past the 5 ms cap: oldest
+        // first, though 3 is the newest.
+        let now = 6 * MS + MS / 2;
+        let (who, a) = exit_to(&core, held, now).unwrap();
+        assert_eq!(who, 1);
+        assert!(core.gauges().starving);
+        held = a.hold;
+        let (who, a) = exit_to(&core, held, now).unwrap();
+        assert_eq!(who, 2, "still past the cap: still oldest first");
+        held = a.hold;
+        // Now the only waiter is 3, queued at 7 ms: young again, hot first.
+        let (who, _) = exit_to(&core, held, 8 * MS).unwrap();
+        assert_eq!(who, 3);
+        assert!(!core.gauges().starving);
+        assert_eq!(core.gauges().age_handoffs, 2);
+    }
+
+    #[test]
+    fn lock_holders_are_chosen_first_within_the_age_cap() {
+        let core: AutoCore<u32> = AutoCore::new(params(1));
+        let held = admitted(enter(&core, 0, 0));
+        let mut out = Vec::new();
+        wait_id(core.enter(&mut Attempt::new(true), &1, || 0, || {}, &mut out));
+        wait_id(enter(&core, 2, MS / 10));
+        let (who, _) = exit_to(&core, held.hold, MS / 5).unwrap();
+        assert_eq!(who, 1, "the lock holder, though not the newest");
+    }
+
+    #[test]
+    fn a_newcomer_runs_in_a_waking_waiters_place_only_while_nobody_is_past_the_age_cap() {
+        let core: AutoCore<u32> = AutoCore::new(params(1));
+        let held = admitted(enter(&core, 0, 0));
+        wait_id(enter(&core, 1, 0));
+        wait_id(enter(&core, 2, 0));
+        // Hand off at 1 ms without letting the grantee run yet.
+        let out = core.exit(held.hold, || MS);
+        assert_eq!(out.len(), 1);
+        let a = admitted(enter(&core, 3, MS));
+        assert_eq!((a.by, a.hold.kind()), (AdmittedBy::Lifo, HoldKind::Lifo));
+        assert_eq!(core.gauges().extra, 1);
+        // One pending grantee, one extra: the next newcomer queues.
+        wait_id(enter(&core, 4, MS));
+        let _ = core.exit(a.hold, || MS);
+        assert_eq!(core.gauges().extra, 0);
+        // Past the age cap nobody runs ahead of the old waiters, pending grantee or not.
+        wait_id(enter(&core, 5, 10 * MS));
+        assert!(core.gauges().starving);
+    }
+
+    #[test]
+    fn a_session_back_from_a_wait_takes_a_free_slot_or_an_extra_place_never_more_than_the_limit() {
+        let core: AutoCore<u32> = AutoCore::new(params(2));
+        let _a = admitted(enter(&core, 0, 0));
+        let _b = admitted(enter(&core, 1, 0));
+        let e1 = admitted(core.enter_after_wait(&2, 0, || {}));
+        let e2 = admitted(core.enter_after_wait(&3, 0, || {}));
+        assert_eq!(e1.hold.kind(), HoldKind::Lifo);
+        assert_eq!(e2.by, AdmittedBy::Unchecked);
+        // Two counted, two extra: 2 × limit. The next one back from a wait queues (first).
+        let id = wait_id(core.enter_after_wait(&4, 0, || {}));
+        wait_id(enter(&core, 5, 0));
+        let _ = core.exit(e1.hold, || 0);
+        let (who, _) = exit_to(&core, _a.hold, 0).unwrap();
+        assert_eq!(who, 4, "priority over the newer plain waiter");
+        let _ = id;
+        let _ = core.exit(e2.hold, || 0);
+    }
+
+    #[test]
+    fn the_queue_cap_refuses_at_once_and_leaves_nothing_counted() {
+        let core: AutoCore<u32> = AutoCore::new(AutoParams {
+            max_waiting: 1,
+            ..params(1)
+        });
+        let held = admitted(enter(&core, 0, 0));
+        wait_id(enter(&core, 1, 0));
+        match enter(&core, 2, 0) {
+            Step::Reject(RejectReason::QueueFull { max_waiting: 1 }) => {}
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let g = core.gauges();
+        assert_eq!((g.queued, g.inside, g.rejections), (1, 1, 1));
+        let (who, a) = exit_to(&core, held.hold, 0).unwrap();
+        assert_eq!(who, 1);
+        let _ = core.exit(a.hold, || 0);
+        assert_eq!(core.gauges().inside, 0);
+    }
+
+    #[test]
+    fn a_cancel_after_a_hand_off_returns_the_admission_and_before_it_forgets_the_waiter() {
+        let core: AutoCore<u32> = AutoCore::new(params(1));
+        let held = admitted(enter(&core, 0, 0));
+        let a = wait_id(enter(&core, 1, 0));
+        let b = wait_id(enter(&core, 2, 0));
+        assert_eq!(core.cancel_wait(b), None);
+        let out = core.exit(held.hold, || 0);
+        assert_eq!(out[0].id, a);
+        let adm = core.cancel_wait(a).expect("already handed the slot");
+        assert_eq!(core.gauges().pending, 0);
+        let _ = core.exit(adm.hold, || 0);
+        let g = core.gauges();
+        assert_eq!((g.inside, g.queued), (0, 0));
+    }
+
+    #[test]
+    fn the_controller_raises_when_threads_queue_and_the_cpus_are_idle() {
+        let mut c = LimitController::new(4, 2, 64);
+        c.decide(4, 0, Some(0)); // the first window only takes the CPU reading
+        c.observe_queue();
+        c.observe_grant(50_000);
+        // 20 ms on 4 CPUs with 8 ms of CPU used: u = 0.1 → raise by up to doubling.
+        assert_eq!(c.decide(4, 20 * MS, Some(8 * MS)), Decision::Raise(8));
+        assert_eq!(c.raises, 1);
+    }
+
+    #[test]
+    fn the_controller_decays_towards_the_cpus_when_every_cpu_is_busy_and_cuts_on_late_grants() {
+        let mut c = LimitController::new(4, 2, 64);
+        c.decide(10, 0, Some(0));
+        c.observe_queue();
+        assert_eq!(c.decide(10, 20 * MS, Some(80 * MS)), Decision::Cut(9));
+        c.observe_queue();
+        for _ in 0..4 {
+            c.observe_grant(5 * MS);
+        }
+        assert_eq!(c.decide(9, 40 * MS, Some(160 * MS)), Decision::Cut(7));
+        // In the dead band (u = 0.9), at the CPU count: hold.
+        c.observe_queue();
+        assert_eq!(c.decide(4, 60 * MS, Some(232 * MS)), Decision::Hold);
+    }
+
+    #[test]
+    fn the_controller_learns_nothing_from_a_window_without_waiters_and_keeps_its_bounds() {
+        let mut c = LimitController::new(2, 1, 3);
+        c.decide(2, 0, Some(0));
+        assert_eq!(
+            c.decide(2, 20 * MS, Some(0)),
+            Decision::Hold,
+            "nobody queued"
+        );
+        c.observe_queue();
+        assert_eq!(
+            c.decide(2, 40 * MS, Some(0)),
+            Decision::Raise(3),
+            "clamped to max"
+        );
+        c.observe_queue();
+        assert_eq!(c.decide(3, 60 * MS, Some(0)), Decision::Hold);
+    }
+
+    #[test]
+    fn a_stall_check_raises_the_limit_and_hands_off_when_no_slot_moved_for_a_stall_period() {
+        let core: AutoCore<u32> = AutoCore::new(AutoParams {
+            adaptive: true,
+            ..params(1)
+        });
+        let _held = admitted(enter(&core, 0, 0));
+        let id = wait_id(enter(&core, 1, 0));
+        let period = STALL_PERIOD.as_nanos() as u64;
+        assert!(
+            core.stall_check(period / 2, || Some(0)).is_empty(),
+            "too early"
+        );
+        // The CPU reading: nothing used (the holder is blocked).
+        let out = core.stall_check(period, || Some(0));
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].id, id);
+        let g = core.gauges();
+        assert_eq!((g.stall_ticks, g.limit), (1, 2));
+    }
+}

@@ -1,0 +1,288 @@
+//! `auto` through the real gate with real threads: the quantum, the step-out rule, the stall
+//! detector, overload protection. The core's decisions (hot first, the age cap, lock holders
+//! first, the controller) are tested with synthetic time in `policy/auto.rs`; its loom models
+//! are in tests/loom.rs. No test asserts a timing: waits for another thread poll the gate's
+//! snapshot under a watchdog.
+#![cfg(not(loom))]
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use turnstile::{
+    Gate, GateConfig, GateError, GateSnapshot, OverloadReason, Policy, SessionState, StepOutReason,
+};
+
+/// Polls the snapshot until `pred` holds; panics after 20 s (a lost wake-up, not slowness).
+fn wait_for(gate: &Gate, what: &str, pred: impl Fn(&GateSnapshot) -> bool) -> GateSnapshot {
+    let start = Instant::now();
+    loop {
+        let s = gate.snapshot();
+        if pred(&s) {
+            return s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "watchdog: never saw {what}; last snapshot:\n{s}"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn auto(limit: u32) -> GateConfig {
+    GateConfig::new(Policy::Auto)
+        .limit(limit)
+        .adaptive_limit(false)
+}
+
+#[test]
+fn the_default_gate_is_auto_starting_at_the_cpus_the_process_may_use() {
+    let c = GateConfig::default();
+    assert_eq!(c.policy, Policy::Auto);
+    assert_eq!(c.limit, turnstile::available_cpus());
+    assert!(c.adaptive_limit && c.max_waiting == 0 && c.queue_timeout.is_none());
+    let g = Gate::new(c).unwrap();
+    assert!(g.stats().auto.is_some());
+    assert!(
+        g.snapshot().to_string().contains("auto:"),
+        "{}",
+        g.snapshot()
+    );
+}
+
+#[test]
+fn the_slot_is_kept_between_calls_while_the_quantum_lasts_whatever_the_row_count() {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let mut s = g.session();
+    let mut stmt = s.begin();
+    assert!(stmt.enter().unwrap().admitted());
+    // Far more calls than any ticket allowance: one admission.
+    for _ in 0..10_000 {
+        assert!(!stmt.enter().unwrap().admitted());
+    }
+    assert!(stmt.is_inside());
+    drop(stmt);
+    assert_eq!(g.stats().counters.admissions, 1);
+    assert_eq!(g.stats().inside, 0, "statement end frees the slot");
+}
+
+#[test]
+fn a_spent_quantum_is_renewed_if_nobody_waits_and_given_up_at_the_next_exit_if_someone_does() {
+    let g = Gate::new(auto(1).quantum(Duration::from_millis(1))).unwrap();
+    let mut a = g.named_session("a");
+    let mut stmt = a.begin();
+    drop(stmt.enter().unwrap());
+    // Past the quantum (and a coarse-clock tick) with nobody waiting: kept.
+    thread::sleep(Duration::from_millis(20));
+    drop(stmt.enter().unwrap());
+    assert!(stmt.is_inside(), "renewed: nobody waits");
+    let g2 = g.clone();
+    let waiter = thread::spawn(move || {
+        let mut b = g2.named_session("b");
+        let mut st = b.begin();
+        let call = st.enter().unwrap();
+        assert!(call.admitted());
+    });
+    wait_for(&g, "b queued", |s| s.queued == 1);
+    thread::sleep(Duration::from_millis(20));
+    let call = stmt.enter().unwrap();
+    assert!(!call.admitted(), "a re-entry never reads the clock");
+    drop(call);
+    assert!(
+        !stmt.is_inside(),
+        "the spent quantum is given up to the waiter"
+    );
+    waiter.join().unwrap();
+    assert_eq!(g.stats().counters.handoffs, 1);
+}
+
+#[test]
+fn a_step_out_for_work_keeps_the_slot_and_one_for_a_wait_frees_it() {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let mut s = g.session();
+    let mut stmt = s.begin();
+    let mut call = stmt.enter().unwrap();
+    for reason in [StepOutReason::SendingResults, StepOutReason::FileSort] {
+        let v = call.step_out(reason, || {
+            let snap = g.snapshot();
+            assert_eq!(snap.sessions[0].state, SessionState::SteppedOut(reason));
+            assert_eq!(snap.inside, 1, "{reason:?}: the slot is kept for work");
+            7
+        });
+        assert_eq!(v, 7);
+        assert!(call.is_inside());
+    }
+    for reason in [
+        StepOutReason::RowLockWait,
+        StepOutReason::DiskIo,
+        StepOutReason::CommitWait,
+    ] {
+        call.step_out(reason, || {
+            assert_eq!(g.stats().inside, 0, "{reason:?}: a wait frees the slot");
+        });
+        assert!(!call.is_inside());
+        call.resume().unwrap();
+        assert!(call.is_inside());
+    }
+    drop(call);
+    drop(stmt);
+    let st = g.stats();
+    assert_eq!((st.inside, st.stepped_out), (0, 0));
+    assert_eq!(st.counters.step_outs, 5);
+}
+
+#[test]
+fn a_session_back_from_a_row_lock_wait_runs_at_once_as_an_extra_when_its_slot_was_handed_on() {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let mut w = g.named_session("lock-waiter");
+    let mut stmt = w.begin();
+    let mut call = stmt.enter().unwrap();
+    let g2 = g.clone();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let queued = thread::spawn(move || {
+        let mut q = g2.named_session("queued");
+        let mut st = q.begin();
+        let _c = st.enter().unwrap();
+        rx.recv().unwrap(); // holds the slot it was handed
+    });
+    wait_for(&g, "one queued", |s| s.queued == 1);
+    call.step_out(StepOutReason::RowLockWait, || {
+        wait_for(&g, "the freed slot handed on", |s| {
+            s.inside == 1 && s.queued == 0
+        });
+    });
+    call.resume().unwrap(); // does not wait: an extra place (1 extra ≤ limit 1)
+    let snap = g.snapshot();
+    let a = snap.auto.unwrap();
+    assert_eq!((snap.inside, a.extra), (1, 1), "{snap}");
+    assert!(snap.inside + a.extra <= 2, "never past twice the limit");
+    drop(call);
+    drop(stmt);
+    assert_eq!(g.stats().auto.unwrap().extra, 0);
+    tx.send(()).unwrap();
+    queued.join().unwrap();
+    assert_eq!(g.stats().inside, 0);
+}
+
+#[test]
+fn a_stall_where_every_holder_blocks_undeclared_is_broken_by_the_stall_check_and_counted() {
+    // The holder sleeps inside its slot without declaring the wait (seed 004's naive
+    // commit); the waiter's stall check raises the limit after a stall period.
+    let g = Gate::new(GateConfig::new(Policy::Auto).limit(1)).unwrap();
+    let mut h = g.named_session("blocked-holder");
+    let g2 = g.clone();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let holder = thread::spawn(move || {
+        let mut st = h.begin();
+        let _c = st.enter().unwrap();
+        rx.recv().unwrap(); // blocked, slot held, until the test lets go
+    });
+    wait_for(&g2, "the holder inside", |s| s.inside == 1);
+    let mut w = g.named_session("waiter");
+    let mut st = w.begin();
+    let call = st.enter().unwrap();
+    assert!(call.admitted());
+    let a = g.stats().auto.unwrap();
+    assert!(a.stall_ticks >= 1, "{a:?}");
+    assert!(a.limit_raises >= 1 && g.limit() >= 2, "{a:?}");
+    drop(call);
+    drop(st);
+    tx.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(g.stats().inside, 0);
+}
+
+#[test]
+fn a_full_queue_refuses_with_a_typed_reason_and_leaves_no_stale_state() {
+    let g = Gate::new(auto(1).max_waiting(1)).unwrap();
+    let mut h = g.session();
+    let mut hs = h.begin();
+    let hc = hs.enter().unwrap();
+    let g2 = g.clone();
+    let queued = thread::spawn(move || {
+        let mut q = g2.session();
+        drop(q.begin().enter().unwrap());
+    });
+    wait_for(&g, "one queued", |s| s.queued == 1);
+    let mut r = g.named_session("refused");
+    let err = r.begin().enter().unwrap_err();
+    assert_eq!(
+        err,
+        GateError::Overloaded {
+            reason: OverloadReason::QueueFull { max_waiting: 1 },
+            waited: Duration::ZERO
+        }
+    );
+    assert!(err.to_string().contains("max_waiting"), "{err}");
+    let snap = g.snapshot();
+    assert_eq!(
+        (snap.inside, snap.queued, snap.waiting),
+        (1, 1, 1),
+        "{snap}"
+    );
+    assert_eq!(snap.auto.unwrap().rejections, 1);
+    drop(hc);
+    drop(hs);
+    queued.join().unwrap();
+    // The refused session works once there is room.
+    assert!(r.begin().enter().unwrap().admitted());
+}
+
+#[test]
+fn a_queue_timeout_refuses_as_overloaded_and_leaves_nothing_counted() {
+    let timeout = Duration::from_millis(30);
+    let g = Gate::new(auto(1).queue_timeout(Some(timeout))).unwrap();
+    let mut h = g.session();
+    let mut hs = h.begin();
+    let _hc = hs.enter().unwrap();
+    let mut w = g.session();
+    match w.begin().enter() {
+        Err(GateError::Overloaded {
+            reason: OverloadReason::QueueTimeout { timeout: t },
+            waited,
+        }) => {
+            assert_eq!(t, timeout);
+            assert!(waited >= timeout);
+        }
+        other => panic!("expected a queue timeout, got {other:?}"),
+    }
+    let snap = g.snapshot();
+    assert_eq!(
+        (snap.inside, snap.queued, snap.waiting),
+        (1, 0, 0),
+        "{snap}"
+    );
+    // A session's own shorter timeout is its own error.
+    w.set_wait_timeout(Some(Duration::from_millis(1)));
+    assert!(matches!(w.begin().enter(), Err(GateError::TimedOut { .. })));
+}
+
+#[test]
+fn a_panic_inside_an_auto_call_frees_the_slot_for_the_next_session() {
+    let g = Gate::new(auto(1)).unwrap();
+    let g2 = g.clone();
+    let r = thread::spawn(move || {
+        let mut s = g2.session();
+        let mut st = s.begin();
+        let _c = st.enter().unwrap();
+        panic!("inside the engine");
+    })
+    .join();
+    assert!(r.is_err());
+    assert_eq!(g.stats().inside, 0);
+    let mut t = g.session();
+    assert!(t.begin().enter().unwrap().admitted());
+}
+
+#[test]
+fn overload_errors_are_refused_by_config_validation_when_out_of_range() {
+    let e = GateConfig::new(Policy::Auto)
+        .quantum(Duration::ZERO)
+        .validate()
+        .unwrap_err();
+    assert!(e.to_string().contains("quantum"), "{e}");
+    let e = GateConfig::new(Policy::Auto)
+        .quantum(Duration::from_secs(5))
+        .validate()
+        .unwrap_err();
+    assert!(e.to_string().contains("quantum"), "{e}");
+}
