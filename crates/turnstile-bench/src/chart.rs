@@ -135,6 +135,121 @@ impl LineChart {
     }
 }
 
+/// One panel of a [`BarChart`]: a value per category.
+#[derive(Debug, Clone)]
+pub struct BarPanel {
+    /// The panel's caption.
+    pub title: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// One value per category of the chart (non-finite values draw no bar).
+    pub values: Vec<f64>,
+}
+
+/// Bar charts side by side, one panel per metric, sharing named categories on the x axis
+/// (settings, where a line between them would mean nothing). Each bar carries its value.
+#[derive(Debug, Clone)]
+pub struct BarChart {
+    /// Title at the top.
+    pub title: String,
+    /// The categories, left to right.
+    pub categories: Vec<String>,
+    /// The panels, left to right.
+    pub panels: Vec<BarPanel>,
+}
+
+impl BarChart {
+    /// Writes the chart as an SVG file, creating its folder if needed.
+    pub fn write_svg(&self, path: &Path) -> Result<(), String> {
+        let n = self.categories.len();
+        if n == 0 || self.panels.is_empty() || self.panels.iter().any(|p| p.values.len() != n) {
+            return Err(format!(
+                "bar chart '{}' needs categories and one value per category in every panel",
+                self.title
+            ));
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let err = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
+        // 500 px per panel keeps four category names such as `classic-10M` apart.
+        let width = 500 * self.panels.len() as u32;
+        let root = SVGBackend::new(path, (width, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let root = root
+            .titled(&self.title, ("sans-serif", 20))
+            .map_err(|e| err(&e))?;
+        let names = &self.categories;
+        for (area, panel) in root
+            .split_evenly((1, self.panels.len()))
+            .iter()
+            .zip(&self.panels)
+        {
+            let top = panel
+                .values
+                .iter()
+                .copied()
+                .filter(|v| v.is_finite())
+                .fold(0.0, f64::max);
+            // Head room above the tallest bar for its value label.
+            let y1 = if top > 0.0 { top * 1.2 } else { 1.0 };
+            let mut chart = ChartBuilder::on(area)
+                .caption(&panel.title, ("sans-serif", 16))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d((0..n).into_segmented(), 0f64..y1)
+                .map_err(|e| err(&e))?;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .y_desc(&panel.y_label)
+                .x_labels(n)
+                .x_label_formatter(&|v: &SegmentValue<usize>| match v {
+                    SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                        names.get(*i).cloned().unwrap_or_default()
+                    }
+                    SegmentValue::Last => String::new(),
+                })
+                .draw()
+                .map_err(|e| err(&e))?;
+            for (i, &v) in panel.values.iter().enumerate() {
+                if !v.is_finite() {
+                    continue;
+                }
+                let c = COLORS[i % COLORS.len()];
+                let mut bar = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), 0.0),
+                        (SegmentValue::Exact(i + 1), v),
+                    ],
+                    c.filled(),
+                );
+                bar.set_margin(0, 0, 12, 12);
+                chart
+                    .draw_series(std::iter::once(bar))
+                    .map_err(|e| err(&e))?;
+                let label = if v >= 100.0 {
+                    format!("{v:.0}")
+                } else if v >= 1.0 {
+                    format!("{v:.2}")
+                } else {
+                    format!("{v:.3}")
+                };
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        label,
+                        (SegmentValue::CenterOf(i), v + y1 * 0.02),
+                        ("sans-serif", 13).into_font().color(&BLACK),
+                    )))
+                    .map_err(|e| err(&e))?;
+            }
+        }
+        root.present().map_err(|e| err(&e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +280,39 @@ mod tests {
         .unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("alpha") && svg.contains("beta"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writes_a_bar_chart_with_every_category_and_panel_named() {
+        let dir = std::env::temp_dir().join(format!("turnstile-bars-{}", std::process::id()));
+        let path = dir.join("b.svg");
+        let chart = BarChart {
+            title: "mixed".into(),
+            categories: vec!["first".into(), "second".into()],
+            panels: vec![
+                BarPanel {
+                    title: "slowdown".into(),
+                    y_label: "×".into(),
+                    values: vec![1.5, 4.0],
+                },
+                BarPanel {
+                    title: "p99".into(),
+                    y_label: "ms".into(),
+                    values: vec![0.02, f64::NAN],
+                },
+            ],
+        };
+        chart.write_svg(&path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for s in ["first", "second", "slowdown", "p99", "4.00"] {
+            assert!(svg.contains(s), "{s} missing");
+        }
+        let bad = BarChart {
+            categories: vec!["only".into()],
+            ..chart
+        };
+        assert!(bad.write_svg(&path).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

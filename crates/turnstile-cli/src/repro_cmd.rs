@@ -6,8 +6,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use turnstile::Policy;
-use turnstile_bench::chart::{LineChart, Series};
-use turnstile_bench::repro::{self, oltp, pileup, tickets, Common, Progress, ReproError};
+use turnstile_bench::chart::{BarChart, BarPanel, LineChart, Series};
+use turnstile_bench::repro::{self, mixed, oltp, pileup, tickets, Common, Progress, ReproError};
 
 use crate::emit;
 use crate::Progress as Bar;
@@ -21,8 +21,12 @@ pub enum Repro {
     /// Seed 004: insert + query sessions per table, the slot held or released across the
     /// commit-mutex wait.
     Pileup(PileupArgs),
-    /// All three with defaults that finish within 10 minutes on two cores (220 s measured), writing a report
-    /// folder (report.md, SVG charts, results.json).
+    /// Seed 000 extended: two full scans beside 16 point-select sessions through one gate,
+    /// the scans' slowdown and the point selects' latency per policy and tickets.
+    Mixed(MixedArgs),
+    /// All four with defaults that finish within 10 minutes on two cores (220 s measured
+    /// before `mixed` joined, which adds seconds), writing a report folder (report.md, SVG
+    /// charts, results.json).
     All(AllArgs),
 }
 
@@ -131,6 +135,26 @@ pub struct PileupArgs {
 }
 
 #[derive(Args)]
+pub struct MixedArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Rows in the scanned table (default 2,000,000; quick 200,000: seed 000's table, shared
+    /// with `repro tickets`).
+    #[arg(long)]
+    rows: Option<u32>,
+    /// Gate settings to run (comma-separated): classic-500, classic-10M, flifo, polling.
+    /// Default: all.
+    #[arg(long, value_delimiter = ',')]
+    policies: Option<Vec<String>>,
+    /// The gate limit. Default: this machine's cores.
+    #[arg(long)]
+    limit: Option<u32>,
+    /// Folder for the report (mixed.md) and the chart (mixed.svg).
+    #[arg(long, default_value = "reports/repro")]
+    out: PathBuf,
+}
+
+#[derive(Args)]
 pub struct AllArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -218,6 +242,28 @@ fn oltp_config(a: &OltpArgs) -> Result<oltp::OltpConfig, String> {
         None => c.settings.iter().map(|s| s.name.to_string()).collect(),
     };
     c.settings = oltp::GateSetting::select(&names, row_send)?;
+    Ok(c)
+}
+
+fn mixed_config(a: &MixedArgs) -> Result<mixed::MixedConfig, String> {
+    let mut c = if a.common.quick {
+        mixed::MixedConfig::quick()
+    } else {
+        mixed::MixedConfig::full()
+    };
+    if let Some(r) = a.rows {
+        c.rows = positive("--rows", r)?;
+    }
+    if let Some(l) = a.limit {
+        // The library accepts 0 (unlimited) to 1000; a gate that limits nothing has no queue.
+        if !(1..=1000).contains(&l) {
+            return Err(format!("--limit {l} is out of range: 1..=1000"));
+        }
+        c.limit = l;
+    }
+    if let Some(p) = &a.policies {
+        c.settings = mixed::MixedSetting::select(p)?;
+    }
     Ok(c)
 }
 
@@ -339,11 +385,38 @@ pub fn pileup_charts(r: &pileup::PileupReport, dir: &Path) -> Result<Vec<String>
     Ok(out)
 }
 
+/// Scan slowdown and point-select p99 per setting, side by side.
+pub fn mixed_chart(r: &mixed::MixedReport, dir: &Path) -> Result<String, String> {
+    let path = dir.join("mixed.svg");
+    BarChart {
+        title: format!(
+            "Mixed: two full scans + {} point-select sessions, gate limit {}",
+            r.config.point_sessions, r.config.limit
+        ),
+        categories: r.runs.iter().map(|x| x.setting.to_string()).collect(),
+        panels: vec![
+            BarPanel {
+                title: "scan slowdown (slower scan ÷ alone)".into(),
+                y_label: "×".into(),
+                values: r.runs.iter().map(|x| x.scan_slowdown).collect(),
+            },
+            BarPanel {
+                title: "point select p99".into(),
+                y_label: "ms".into(),
+                values: r.runs.iter().map(|x| x.point_p99_ms).collect(),
+            },
+        ],
+    }
+    .write_svg(&path)?;
+    Ok(path.display().to_string())
+}
+
 #[derive(Serialize)]
 struct AllResults {
     tickets: tickets::TicketsReport,
     oltp: oltp::OltpReport,
     pileup: pileup::PileupReport,
+    mixed: mixed::MixedReport,
 }
 
 /// Runs a repro command.
@@ -352,6 +425,7 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
         Repro::Tickets(a) => &a.common,
         Repro::Oltp(a) => &a.common,
         Repro::Pileup(a) => &a.common,
+        Repro::Mixed(a) => &a.common,
         Repro::All(a) => &a.common,
     };
     let _metrics = crate::metrics_file::start(common.metrics_file.as_deref())?;
@@ -386,6 +460,21 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
             eprintln!("charts: {}", pileup_charts(&r, &a.out)?.join(", "));
             emit(a.common.json, &r, pileup::markdown(&r))
         }
+        Repro::Mixed(a) => {
+            let cfg = mixed_config(a)?;
+            let c = a.common.common()?;
+            let mut bar = Bar::new(1 + cfg.settings.len());
+            let r = mixed::run(&c, &cfg, &mut bar).map_err(err);
+            bar.finish();
+            let r = r?;
+            let md = mixed::markdown(&r);
+            eprintln!("chart: {}", mixed_chart(&r, &a.out)?);
+            let path = a.out.join("mixed.md");
+            std::fs::write(&path, &md)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            eprintln!("report: {}", path.display());
+            emit(a.common.json, &r, md)
+        }
         Repro::All(a) => all(a),
     }
 }
@@ -393,17 +482,20 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
 fn all(a: &AllArgs) -> Result<(), String> {
     let c = a.common.common()?;
     let quick = a.common.quick;
-    let (t, o, p) = if quick {
+    // mixed's tables are tickets' and oltp's at the same sizes: nothing more to build.
+    let (t, o, p, m) = if quick {
         (
             tickets::TicketsConfig::quick(),
             oltp::OltpConfig::quick(),
             pileup::PileupConfig::quick(),
+            mixed::MixedConfig::quick(),
         )
     } else {
         (
             tickets::TicketsConfig::full(),
             oltp::OltpConfig::full(),
             pileup::PileupConfig::full(),
+            mixed::MixedConfig::full(),
         )
     };
     std::fs::create_dir_all(&a.out)
@@ -412,7 +504,9 @@ fn all(a: &AllArgs) -> Result<(), String> {
         + t.policies.len() * t.tickets.len()
         + 1
         + o.settings.len() * o.threads.len()
-        + p.tables.iter().map(|n| 2 * (n + 1)).sum::<usize>();
+        + p.tables.iter().map(|n| 2 * (n + 1)).sum::<usize>()
+        + 1
+        + m.settings.len();
     let mut bar = Bar::new(steps);
     let started = std::time::Instant::now();
     let result = (|| -> Result<AllResults, ReproError> {
@@ -420,12 +514,14 @@ fn all(a: &AllArgs) -> Result<(), String> {
             tickets: tickets::run(&c, &t, &mut bar)?,
             oltp: oltp::run(&c, &o, &mut bar)?,
             pileup: pileup::run(&c, &p, &mut bar)?,
+            mixed: mixed::run(&c, &m, &mut bar)?,
         })
     })();
     bar.finish();
     let r = result.map_err(err)?;
     let mut charts = vec![oltp_chart(&r.oltp, &a.out)?];
     charts.extend(pileup_charts(&r.pileup, &a.out)?);
+    charts.push(mixed_chart(&r.mixed, &a.out)?);
     let json = serde_json::to_string_pretty(&r).map_err(|e| e.to_string())? + "\n";
     std::fs::write(a.out.join("results.json"), &json)
         .map_err(|e| format!("cannot write results.json: {e}"))?;
@@ -454,6 +550,8 @@ fn all(a: &AllArgs) -> Result<(), String> {
     md.push_str(&oltp::markdown(&r.oltp));
     md.push('\n');
     md.push_str(&pileup::markdown(&r.pileup));
+    md.push('\n');
+    md.push_str(&mixed::markdown(&r.mixed));
     std::fs::write(a.out.join("report.md"), &md)
         .map_err(|e| format!("cannot write report.md: {e}"))?;
     eprintln!("report: {}", a.out.join("report.md").display());

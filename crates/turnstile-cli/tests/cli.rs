@@ -327,6 +327,68 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
 }
 
 #[test]
+fn repro_mixed_quick_json_has_the_required_fields_and_writes_report_and_chart() {
+    let data = temp("mixed-data");
+    let out_dir = temp("mixed-report");
+    let out = turnstile(&[
+        "repro",
+        "mixed",
+        "--quick",
+        "--json",
+        "--rows",
+        "3000",
+        "--policies",
+        "classic-500,classic-10M,polling",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert!(v["config"].is_object(), "{v}");
+    assert_eq!(v["config"]["rows"], 3000);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        for key in [
+            "policy",
+            "tickets",
+            "scan_slowdown",
+            "point_p50_ms",
+            "point_p99_ms",
+            "point_max_ms",
+            "point_selects",
+            "point_per_s",
+            "scan_s",
+        ] {
+            assert!(!r[key].is_null(), "missing {key} in {r}");
+        }
+        assert!(r["scan_slowdown"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["point_selects"].as_u64().unwrap() > 0, "{r}");
+    }
+    assert_eq!(
+        runs.iter()
+            .map(|r| (
+                r["policy"].as_str().unwrap(),
+                r["tickets"].as_u64().unwrap()
+            ))
+            .collect::<Vec<_>>(),
+        [("classic", 500), ("classic", 10_000_000), ("polling", 500)]
+    );
+    let md = std::fs::read_to_string(out_dir.join("mixed.md")).unwrap();
+    assert!(md.contains("| classic-10M | classic | 10000000 |"), "{md}");
+    let svg = std::fs::read_to_string(out_dir.join("mixed.svg")).unwrap();
+    assert!(svg.contains("classic-10M") && svg.contains("polling"));
+    let _ = std::fs::remove_dir_all(&data);
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+#[test]
 fn repro_all_quick_writes_a_report_folder() {
     let data = temp("all-data");
     let out_dir = temp("all-report");
@@ -349,6 +411,8 @@ fn repro_all_quick_writes_a_report_folder() {
         "Seed 000",
         "Seed 001",
         "Seed 004",
+        "## Mixed",
+        "| classic-500 | classic | 500 |",
         "| classic |",
         "hold-slot",
     ] {
@@ -358,7 +422,13 @@ fn repro_all_quick_writes_a_report_folder() {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
             .unwrap();
     assert!(v["tickets"]["runs"].is_array() && v["oltp"]["runs"].is_array());
-    for svg in ["oltp-tps.svg", "pileup-queries.svg", "pileup-timeline.svg"] {
+    assert_eq!(v["mixed"]["runs"].as_array().unwrap().len(), 4);
+    for svg in [
+        "oltp-tps.svg",
+        "pileup-queries.svg",
+        "pileup-timeline.svg",
+        "mixed.svg",
+    ] {
         assert!(out_dir.join(svg).is_file(), "{svg} missing");
     }
     let _ = std::fs::remove_dir_all(&data);
@@ -409,6 +479,18 @@ fn repro_bad_input_exits_2_and_writes_nothing() {
         (
             vec!["repro", "oltp", "--data-dir", d, "--row-send", "drop"],
             "unknown row-send setting 'drop'",
+        ),
+        (
+            vec!["repro", "mixed", "--data-dir", d, "--policies", "classic"],
+            "unknown mixed setting 'classic': expected one of classic-500, classic-10M, flifo, polling",
+        ),
+        (
+            vec!["repro", "mixed", "--data-dir", d, "--rows", "0"],
+            "--rows must be positive",
+        ),
+        (
+            vec!["repro", "mixed", "--data-dir", d, "--limit", "0"],
+            "--limit 0 is out of range",
         ),
         (
             vec!["repro", "pileup", "--data-dir", d, "--tables", "0"],

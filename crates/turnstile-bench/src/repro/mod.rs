@@ -4,6 +4,8 @@
 //! * [`oltp`] — seed 001: sysbench's read-only transaction, TPS against client threads.
 //! * [`pileup`] — seed 004: insert+query sessions per table, slot held or released across the
 //!   commit-mutex wait.
+//! * [`mixed`] — seed 000 extended: two full scans beside point-select sessions through one
+//!   gate, the scans' slowdown against the point selects' latency, per policy and tickets.
 //!
 //! Every long loop checks [`stopped`], which the CLI sets on Ctrl-C: workers finish the
 //! statement they are in, the engine is dropped cleanly, and the run returns
@@ -13,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+pub mod mixed;
 pub mod oltp;
 pub mod pileup;
 pub mod tickets;
