@@ -6,7 +6,7 @@
 //! transaction age in whole seconds. Waits and wake-up latencies use `Instant` (slow paths).
 
 /// Coarse monotonic nanoseconds (never 0).
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(loom)))]
 #[inline]
 pub(crate) fn coarse_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -23,8 +23,16 @@ pub(crate) fn coarse_ns() -> u64 {
         .max(1)
 }
 
+/// Under loom: a constant. `auto` decides on clock readings (its quantum, its age cap), and a
+/// model must explore the same decisions on every run; time never passes in a model.
+#[cfg(loom)]
+#[inline]
+pub(crate) fn coarse_ns() -> u64 {
+    1
+}
+
 /// Monotonic nanoseconds since first use (never 0), where no coarse clock is available.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(not(target_os = "linux"), not(loom)))]
 #[inline]
 pub(crate) fn coarse_ns() -> u64 {
     static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();

@@ -219,10 +219,11 @@ impl GateConfig {
         crate::policy::auto::AutoParams {
             start_limit: self.limit,
             cpus,
-            // Never below half the CPUs: a cut below would idle cores on a signal that noise
-            // alone can produce (this VM's idle-vCPU wake-up varies 25–45 µs and spikes to
-            // milliseconds), unless the limit was set lower.
-            min_limit: (cpus / 2).max(1).min(self.limit.max(1)),
+            // Never below the CPUs (unless the limit was set lower): fewer slots than CPUs
+            // leave a core idle whenever every thread is queued, and a cut to there happened
+            // on `repro oltp` from late grants that were the CPUs' own noise (this VM's
+            // idle-vCPU wake-up varies 25–45 µs and spikes to milliseconds).
+            min_limit: cpus.min(self.limit.max(1)),
             max_limit: MAX_LIMIT,
             quantum: self.quantum,
             age_cap: self.age_cap,

@@ -66,8 +66,13 @@ impl Driver {
         }
     }
 
-    /// Precise nanoseconds since the gate was created (never 0; slow paths only).
+    /// Precise nanoseconds since the gate was created (never 0; slow paths only). Under loom
+    /// a constant, as `clock::coarse_ns`: `auto` decides on it, and a model must be
+    /// deterministic.
     pub(crate) fn precise_ns(&self) -> u64 {
+        if cfg!(loom) {
+            return 1;
+        }
         self.epoch.elapsed().as_nanos() as u64 + 1
     }
 

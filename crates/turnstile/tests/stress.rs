@@ -50,6 +50,8 @@ struct Run {
 }
 
 struct Outcome {
+    /// `auto`: the largest limit in force during the run.
+    limit_max: u32,
     max_inside: u32,
     statements: u64,
     errors: u64,
@@ -63,12 +65,26 @@ fn stress_secs() -> f64 {
 }
 
 fn run(r: Run) -> Outcome {
-    let gate = Gate::new(
+    run_with(r, |c| c)
+}
+
+/// `auto` under stress. Its quantum is set to a second, longer than a run, so that its
+/// sessions leave only at statement end and around waits, where the workload can count them
+/// exactly (a quantum's end is decided inside the exit); the quantum itself is tested in
+/// tests/auto.rs.
+fn run_auto(r: Run, adaptive: bool) -> Outcome {
+    run_with(r, |c| {
+        c.quantum(Duration::from_secs(1)).adaptive_limit(adaptive)
+    })
+}
+
+fn run_with(r: Run, tune: impl FnOnce(GateConfig) -> GateConfig) -> Outcome {
+    let gate = Gate::new(tune(
         GateConfig::new(r.policy)
             .limit(r.limit)
             .tickets(r.tickets)
             .sleep_delay(Duration::from_micros(200)),
-    )
+    ))
     .unwrap();
     let occ = Arc::new(Occupancy::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -196,6 +212,7 @@ fn run(r: Run) -> Outcome {
         "every failed wait is counted once"
     );
     Outcome {
+        limit_max: snap.auto.map_or(0, |a| a.limit_max),
         max_inside: occ.max.load(Ordering::SeqCst),
         statements: statements.load(Ordering::Relaxed),
         errors,
@@ -289,4 +306,39 @@ fn limit_changes_under_load_never_exceed_the_largest_limit_set() {
         );
         assert!(o.statements > 0);
     }
+}
+
+#[test]
+fn auto_never_runs_more_than_twice_the_limit_with_waits_cancels_and_timeouts() {
+    let mut r = base(Policy::Auto);
+    r.cancel_and_timeouts = true;
+    let o = run_auto(r, false);
+    let bound = Policy::Auto.max_running(3).unwrap();
+    assert!(o.max_inside <= bound, "max inside {}", o.max_inside);
+    assert!(o.statements > 0);
+}
+
+#[test]
+fn auto_with_limit_changes_never_exceeds_twice_the_largest_limit_set() {
+    let mut r = base(Policy::Auto);
+    r.change_limits = Some((1, 5));
+    let o = run_auto(r, false);
+    assert!(o.max_inside <= 10, "max inside {}", o.max_inside);
+    assert!(o.statements > 0);
+}
+
+#[test]
+fn auto_with_its_adaptive_limit_stays_within_twice_the_largest_limit_it_set() {
+    let o = run_auto(base(Policy::Auto), true);
+    let bound = Policy::Auto.max_running(o.limit_max).unwrap();
+    eprintln!(
+        "auto adaptive: limit reached {}, max inside {}",
+        o.limit_max, o.max_inside
+    );
+    assert!(
+        o.max_inside <= bound,
+        "max inside {} > {bound}",
+        o.max_inside
+    );
+    assert!(o.statements > 0);
 }

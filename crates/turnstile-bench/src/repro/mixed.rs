@@ -75,6 +75,8 @@ impl MixedSetting {
             },
             MixedSetting::innodb("flifo", Policy::Flifo),
             MixedSetting::innodb("polling", Policy::Polling),
+            // Untuned: its quantum stands for tickets, and its limit starts at the CPUs.
+            MixedSetting::innodb("auto", Policy::Auto),
         ]
     }
 

@@ -102,6 +102,14 @@ impl GateSetting {
                 limit: 0,
                 ..classic
             },
+            // Untuned, on the same server: its limit starts at the CPUs the process may use
+            // and adapts; it grants a time quantum, so the tickets shown are unused.
+            GateSetting {
+                name: "auto",
+                policy: Policy::Auto,
+                limit: GateConfig::new(Policy::Auto).limit,
+                ..classic
+            },
         ]
     }
 

@@ -135,7 +135,13 @@ pub fn run(
                 return Err(ReproError::Interrupted);
             }
             progress.step(&format!("tickets: {policy}, {tickets} tickets"));
-            let gate = Gate::new(GateConfig::new(policy).limit(1).tickets(tickets))?;
+            // `auto` runs untuned: its own limit and a time quantum instead of tickets.
+            let config = if policy == Policy::Auto {
+                GateConfig::new(policy)
+            } else {
+                GateConfig::new(policy).limit(1).tickets(tickets)
+            };
+            let gate = Gate::new(config)?;
             let _watched = crate::live::watch(format!("tickets/{policy}/{tickets} tickets"), &gate);
             let mut alone = Vec::new();
             let mut rows = 0;
