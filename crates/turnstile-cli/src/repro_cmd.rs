@@ -105,7 +105,7 @@ pub struct OltpArgs {
     /// Seconds per point (default 2; quick 0.5).
     #[arg(long)]
     seconds: Option<f64>,
-    /// Gate settings to run (comma-separated): classic, flifo, polling, timer, unlimited.
+    /// Gate settings to run (comma-separated): classic, flifo, polling, timer, unlimited, auto.
     /// Default: all.
     #[arg(long, value_delimiter = ',')]
     policies: Option<Vec<String>>,

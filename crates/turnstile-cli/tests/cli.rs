@@ -235,7 +235,8 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = v["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 5 * 2);
+    // Every setting (classic, flifo, polling, timer, unlimited, auto) at two thread counts.
+    assert_eq!(runs.len(), 6 * 2);
     for key in [
         "policy",
         "threads",
@@ -422,7 +423,11 @@ fn repro_all_quick_writes_a_report_folder() {
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
             .unwrap();
     assert!(v["tickets"]["runs"].is_array() && v["oltp"]["runs"].is_array());
-    assert_eq!(v["mixed"]["runs"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        v["mixed"]["runs"].as_array().unwrap().len(),
+        5,
+        "four seed settings and auto"
+    );
     for svg in [
         "oltp-tps.svg",
         "pileup-queries.svg",

@@ -526,6 +526,7 @@ mod tests {
                 ("classic-10M", "classic", 10_000_000),
                 ("flifo", "flifo", 500),
                 ("polling", "polling", 500),
+                ("auto", "auto", 500),
             ]
         );
         let s = MixedSetting::select(&names(&["polling", "classic-10M"])).unwrap();
@@ -535,7 +536,7 @@ mod tests {
         );
         let e = MixedSetting::select(&names(&["flifo", "classic"])).unwrap_err();
         assert!(
-            e.contains("'classic'") && e.contains("classic-500, classic-10M, flifo, polling"),
+            e.contains("'classic'") && e.contains("classic-500, classic-10M, flifo, polling, auto"),
             "{e}"
         );
         assert!(MixedSetting::select(&names(&["flifo", " flifo"]))

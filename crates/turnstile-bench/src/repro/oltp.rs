@@ -821,7 +821,7 @@ mod tests {
         };
         drop(engine);
         let r = run(&common, &cfg, &mut super::super::Quiet).unwrap();
-        assert_eq!(r.runs.len(), 5 * 2);
+        assert_eq!(r.runs.len(), GateSetting::seed_settings().len() * 2);
         assert!(r.runs.iter().any(|x| x.tps > 0.0));
         assert!(r.runs.iter().all(|x| x.row_send == "force-exit"));
         let md = markdown(&r);
