@@ -899,9 +899,8 @@ impl Sim {
 
     fn admitted(&mut self, tid: Tid, a: Admission) {
         let counted = a.hold.kind() != HoldKind::Uncounted;
-        let now = self.now;
         let t = &mut self.threads[tid as usize];
-        t.tickets.grant(&a, || now);
+        t.tickets.grant(&a);
         t.hold = Some(a.hold);
         t.attempt = Attempt::new(false);
         let c = &mut self.gate_counts;

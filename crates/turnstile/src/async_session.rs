@@ -189,7 +189,7 @@ impl std::fmt::Debug for AsyncSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncSession")
             .field("id", &self.sh.id)
-            .field("tickets", &self.tickets.left())
+            .field("tickets", &self.tickets.reported())
             .field("inside", &self.hold.is_some())
             .field("sleeper", &self.sleeper.is_some())
             .finish_non_exhaustive()
@@ -204,7 +204,7 @@ impl AsyncSession {
 
     /// Tickets left.
     pub fn tickets(&self) -> u32 {
-        self.tickets.left()
+        self.tickets.reported()
     }
 
     /// The session holds a slot (or is admitted while unlimited).
@@ -257,7 +257,7 @@ impl AsyncSession {
     }
 
     fn admitted(&mut self, a: Admission, waited_ns: u64) {
-        self.tickets.grant(&a, crate::clock::coarse_ns);
+        self.tickets.grant(&a);
         self.hold = Some(record_admission(&self.gate, &self.sh, a, waited_ns));
     }
 
@@ -272,7 +272,7 @@ impl AsyncSession {
         if self.tickets.try_reenter() {
             self.sh
                 .tickets
-                .store(self.tickets.left(), Ordering::Relaxed);
+                .store(self.tickets.reported(), Ordering::Relaxed);
             self.sh.bump(Counter::TicketReentries);
             self.sh.set_state(SessionState::InCall);
             return Poll::Ready(Ok(false));
@@ -596,7 +596,7 @@ impl AsyncCall<'_> {
 
     /// Tickets left; when 0, dropping this call leaves the gate.
     pub fn tickets(&self) -> u32 {
-        self.session.tickets.left()
+        self.session.tickets.reported()
     }
 }
 

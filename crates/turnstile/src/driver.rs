@@ -99,6 +99,9 @@ impl Driver {
             Cores::Timer(c) => c.enter(at),
             Cores::Unlimited(u, _) => Step::Admitted(u.enter()),
             Cores::Auto(c) => {
+                if let Some(a) = c.try_admit() {
+                    return Step::Admitted(a);
+                }
                 let mut out = Releases::new();
                 let step = c.enter(
                     at,
@@ -211,7 +214,10 @@ impl Driver {
                 false
             }
             Cores::Auto(c) => {
-                let out = c.exit(hold, || self.precise_ns());
+                if !c.release(hold) {
+                    return false;
+                }
+                let out = c.hand_off_slow(self.precise_ns());
                 let handed = !out.is_empty();
                 self.deliver_all(out);
                 handed

@@ -77,7 +77,7 @@ impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
             .field("id", &self.sh.id)
-            .field("tickets", &self.tickets.left())
+            .field("tickets", &self.tickets.reported())
             .field("inside", &self.hold.is_some())
             .finish_non_exhaustive()
     }
@@ -225,7 +225,7 @@ impl Session {
 
     /// Tickets left.
     pub fn tickets(&self) -> u32 {
-        self.tickets.left()
+        self.tickets.reported()
     }
 
     /// The session holds a slot (or is admitted while unlimited).
@@ -254,7 +254,7 @@ impl Session {
             // The re-entry fast path: this session's own fields only, no lock, no shared RMW.
             self.sh
                 .tickets
-                .store(self.tickets.left(), Ordering::Relaxed);
+                .store(self.tickets.reported(), Ordering::Relaxed);
             self.sh.bump(Counter::TicketReentries);
             self.sh.set_state(SessionState::InCall);
             return Ok(false);
@@ -519,7 +519,7 @@ impl Session {
     /// Records an admission and takes what it grants.
     #[inline]
     fn admitted(&mut self, a: Admission, waited_ns: u64) {
-        self.tickets.grant(&a, crate::clock::coarse_ns);
+        self.tickets.grant(&a);
         self.hold = Some(record_admission(&self.gate, &self.sh, a, waited_ns));
     }
 
@@ -728,7 +728,7 @@ impl<'s> Statement<'s> {
 
     /// Tickets left.
     pub fn tickets(&self) -> u32 {
-        self.session.tickets.left()
+        self.session.tickets.reported()
     }
 
     /// The statement's session holds a slot.
@@ -768,7 +768,7 @@ impl Call<'_> {
 
     /// Tickets left; when 0, dropping this call leaves the gate.
     pub fn tickets(&self) -> u32 {
-        self.session.tickets.left()
+        self.session.tickets.reported()
     }
 
     /// The call holds its slot (false after a step-out until [`Call::resume`]).

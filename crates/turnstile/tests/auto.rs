@@ -66,15 +66,17 @@ fn the_slot_is_kept_between_calls_while_the_quantum_lasts_whatever_the_row_count
 }
 
 #[test]
-fn a_spent_quantum_is_renewed_if_nobody_waits_and_given_up_at_the_next_exit_if_someone_does() {
+fn a_spent_quantum_is_renewed_if_nobody_waits_and_given_up_at_a_later_exit_if_someone_does() {
     let g = Gate::new(auto(1).quantum(Duration::from_millis(1))).unwrap();
     let mut a = g.named_session("a");
     let mut stmt = a.begin();
     drop(stmt.enter().unwrap());
-    // Past the quantum (and a coarse-clock tick) with nobody waiting: kept.
-    thread::sleep(Duration::from_millis(20));
-    drop(stmt.enter().unwrap());
-    assert!(stmt.is_inside(), "renewed: nobody waits");
+    // Calls 2 ms apart, nobody waiting: the quantum runs out again and again and is renewed.
+    for _ in 0..20 {
+        thread::sleep(Duration::from_millis(2));
+        drop(stmt.enter().unwrap());
+        assert!(stmt.is_inside(), "renewed: nobody waits");
+    }
     let g2 = g.clone();
     let waiter = thread::spawn(move || {
         let mut b = g2.named_session("b");
@@ -83,14 +85,20 @@ fn a_spent_quantum_is_renewed_if_nobody_waits_and_given_up_at_the_next_exit_if_s
         assert!(call.admitted());
     });
     wait_for(&g, "b queued", |s| s.queued == 1);
-    thread::sleep(Duration::from_millis(20));
-    let call = stmt.enter().unwrap();
-    assert!(!call.admitted(), "a re-entry never reads the clock");
-    drop(call);
-    assert!(
-        !stmt.is_inside(),
-        "the spent quantum is given up to the waiter"
-    );
+    // The clock is read every few calls (a chunk sized to the calls' pace, here one or two
+    // calls): the slot is given up at the first check past the quantum.
+    let mut calls = 0;
+    while stmt.is_inside() {
+        assert!(
+            calls < 64,
+            "kept the slot for {calls} slow calls with a waiter queued"
+        );
+        thread::sleep(Duration::from_millis(2));
+        let call = stmt.enter().unwrap();
+        assert!(!call.admitted(), "a re-entry, inside the quantum or not");
+        drop(call);
+        calls += 1;
+    }
     waiter.join().unwrap();
     assert_eq!(g.stats().counters.handoffs, 1);
 }

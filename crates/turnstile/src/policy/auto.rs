@@ -407,12 +407,21 @@ impl<W: Clone> AutoCore<W> {
         on_queue: impl FnOnce(),
         out: &mut Releases<W>,
     ) -> Step {
-        if self.queued.load(Ordering::Relaxed) == 0 {
-            if let Some(by) = self.slots.try_take() {
-                return Step::Admitted(self.admission(by, HoldKind::Slot));
-            }
+        match self.try_admit() {
+            Some(a) => Step::Admitted(a),
+            None => self.enter_slow(at, waiter, now_ns(), on_queue, out),
         }
-        self.enter_slow(at, waiter, now_ns(), on_queue, out)
+    }
+
+    /// The fast path of [`AutoCore::enter`] alone: one atomic increment while nobody is
+    /// queued and a slot is free; `None` means "call `enter`".
+    #[inline]
+    pub fn try_admit(&self) -> Option<Admission> {
+        if self.queued.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
+        let by = self.slots.try_take()?;
+        Some(self.admission(by, HoldKind::Slot))
     }
 
     #[cold]
@@ -524,23 +533,32 @@ impl<W: Clone> AutoCore<W> {
     /// one atomic decrement and one load.
     #[inline]
     pub fn exit(&self, hold: Hold, now_ns: impl FnOnce() -> u64) -> Releases<W> {
+        if self.release(hold) {
+            self.hand_off_slow(now_ns())
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The first half of [`AutoCore::exit`]: gives back `hold`; `true` means threads are
+    /// queued, and [`AutoCore::hand_off_slow`] must follow (with the time).
+    #[inline]
+    pub fn release(&self, hold: Hold) -> bool {
         match hold.kind() {
-            HoldKind::Uncounted => return Vec::new(),
+            HoldKind::Uncounted => return false,
             HoldKind::Lifo => {
                 let mut q = lock(&self.q);
                 dec(&mut q.extra, "auto: extra admissions");
-                return Vec::new();
+                return false;
             }
             HoldKind::Slot => self.slots.give_back(),
         }
-        if self.queued.load(Ordering::SeqCst) == 0 {
-            return Vec::new();
-        }
-        self.hand_off_slow(now_ns())
+        self.queued.load(Ordering::SeqCst) != 0
     }
 
+    /// The second half of an exit that found threads queued: hands free slots to them.
     #[cold]
-    fn hand_off_slow(&self, now: u64) -> Releases<W> {
+    pub fn hand_off_slow(&self, now: u64) -> Releases<W> {
         let mut q = lock(&self.q);
         q.last_progress_ns = now;
         let mut out = Vec::new();

@@ -204,27 +204,45 @@ pub(crate) fn dec(count: &mut u32, what: &str) {
 /// its slot between calls. The real gate and the simulator both go through it.
 ///
 /// With a quantum (an `auto` admission), the slot is kept between calls until the quantum is
-/// spent; then, at the next exit, it is given up if anyone waits and renewed if nobody does.
-/// A re-entry never reads a clock: only an exit of a session with a quantum does (the coarse
-/// clock in the real gate, virtual time in the simulator).
+/// spent; then, at the next check, it is given up if anyone waits and renewed if nobody does.
+/// The clock is read at a check, not at every call: the calls between two checks are a
+/// *chunk*, counted down like tickets (so a re-entry costs what a ticket re-entry costs),
+/// and each check resizes the chunk so that about [`CHECKS_PER_QUANTUM`] checks fall in a
+/// quantum, whatever a call costs. The quantum starts at the first check, after
+/// [`FIRST_CHUNK`] calls: a statement of fewer calls (a point select) never reads the clock.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tickets {
     left: u32,
     quantum_ns: u64,
+    /// When the quantum ends (0: not started yet).
     until_ns: u64,
+    chunk: u32,
+    chunk_start_ns: u64,
 }
 
+/// Calls before the first quantum check: a short statement (1–4 calls: a point select, a
+/// primary-key update) never reads the clock; a long one starts its quantum at most this many
+/// calls late.
+pub const FIRST_CHUNK: u32 = 4;
+/// Checks aimed for per quantum: the quantum is overrun by at most about a quarter.
+pub const CHECKS_PER_QUANTUM: u64 = 4;
+/// The largest chunk: about 4 µs of re-entries between checks at ~4 ns each even when calls
+/// cost nothing, so a change of pace is noticed within a quantum.
+const MAX_CHUNK: u32 = 1024;
+
 impl Tickets {
-    /// Takes the tickets (and quantum) an admission grants; `now` is read only for a quantum.
+    /// Takes the tickets (and quantum) an admission grants. Reads no clock.
     #[inline]
-    pub fn grant(&mut self, a: &Admission, now: impl FnOnce() -> u64) {
-        self.left = a.tickets;
+    pub fn grant(&mut self, a: &Admission) {
         self.quantum_ns = a.quantum.as_nanos() as u64;
-        self.until_ns = if self.quantum_ns == 0 {
-            0
+        self.until_ns = 0;
+        self.chunk_start_ns = 0;
+        if self.quantum_ns == 0 {
+            self.left = a.tickets;
         } else {
-            now().saturating_add(self.quantum_ns)
-        };
+            self.chunk = FIRST_CHUNK;
+            self.left = FIRST_CHUNK;
+        }
     }
 
     /// An enter: spends one ticket and returns true if any was left (a re-entry that asks
@@ -247,39 +265,71 @@ impl Tickets {
     }
 
     /// After a call's exit: whether the thread keeps its slot. Without a quantum, while
-    /// tickets remain. With one, while the quantum lasts; once it is spent, not if
-    /// `waiters()` says anyone waits, and otherwise the quantum starts again from `now`.
+    /// tickets remain. With one, while its chunk lasts; at the chunk's end the clock is read
+    /// (`now`): within the quantum the slot is kept; past it, not if `waiters()` says anyone
+    /// waits, and otherwise the quantum starts again.
     #[inline]
     pub fn keeps_slot(
         &mut self,
         now: impl FnOnce() -> u64,
         waiters: impl FnOnce() -> bool,
     ) -> bool {
-        if self.left == 0 {
-            return false;
+        if self.left > 0 {
+            return true;
         }
         if self.quantum_ns == 0 {
-            return true;
-        }
-        self.keeps_slot_timed(now(), waiters)
-    }
-
-    #[inline]
-    fn keeps_slot_timed(&mut self, now: u64, waiters: impl FnOnce() -> bool) -> bool {
-        if now < self.until_ns {
-            return true;
-        }
-        if waiters() {
             return false;
         }
-        self.until_ns = now.saturating_add(self.quantum_ns);
+        self.check(now(), waiters)
+    }
+
+    #[cold]
+    fn check(&mut self, now: u64, waiters: impl FnOnce() -> bool) -> bool {
+        if self.until_ns == 0 {
+            self.until_ns = now.saturating_add(self.quantum_ns);
+        } else if now >= self.until_ns {
+            if waiters() {
+                return false;
+            }
+            self.until_ns = now.saturating_add(self.quantum_ns);
+        }
+        if self.chunk_start_ns != 0 {
+            // Resize the chunk: `chunk` calls took `spent`; aim for a quarter quantum.
+            let spent = now.saturating_sub(self.chunk_start_ns).max(1);
+            let target = self.quantum_ns / CHECKS_PER_QUANTUM;
+            // At most doubling per check, so a burst of cheap calls does not buy a long chunk
+            // that a slow call afterwards would overrun.
+            let next = (self.chunk as u64).saturating_mul(target) / spent;
+            self.chunk = next.clamp(1, (2 * self.chunk).min(MAX_CHUNK) as u64) as u32;
+        }
+        self.chunk_start_ns = now;
+        self.left = self.chunk;
         true
     }
 
-    /// Time left in the quantum at `now` (`None`: the admission has no quantum).
+    /// Time left in the quantum at `now` (`None`: the admission has no quantum; the whole
+    /// quantum if it has not started).
     #[inline]
     pub fn time_left(self, now: u64) -> Option<u64> {
-        (self.quantum_ns != 0).then(|| self.until_ns.saturating_sub(now))
+        (self.quantum_ns != 0).then(|| {
+            if self.until_ns == 0 {
+                self.quantum_ns
+            } else {
+                self.until_ns.saturating_sub(now)
+            }
+        })
+    }
+
+    /// Tickets as the API and monitoring show them: for a quantum admission `u32::MAX` (the
+    /// calls are unlimited; a chunk's count is an internal detail, and its end does not mean
+    /// the slot is given up).
+    #[inline]
+    pub fn reported(self) -> u32 {
+        if self.quantum_ns != 0 {
+            u32::MAX
+        } else {
+            self.left
+        }
     }
 
     /// The admission carried a time quantum (`auto`).
@@ -292,6 +342,7 @@ impl Tickets {
     #[inline]
     pub fn clear(&mut self) {
         self.left = 0;
+        self.quantum_ns = 0;
         self.until_ns = 0;
     }
 
@@ -356,5 +407,76 @@ impl Attempt {
     /// Sleeps completed so far in this attempt.
     pub fn sleeps(&self) -> u32 {
         self.sleeps
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tickets_tests {
+    use super::*;
+
+    fn quantum_admission(ms: u64) -> Admission {
+        Admission::with_quantum(AdmittedBy::Free, HoldKind::Slot, Duration::from_millis(ms))
+    }
+
+    /// Runs calls of `call_ns` each from `now`, with `waiters` as given, until the slot is
+    /// given up or `max` calls; returns (calls made, clock reads, time).
+    fn run(t: &mut Tickets, now: &mut u64, call_ns: u64, waiters: bool, max: u32) -> (u32, u32) {
+        let mut reads = 0;
+        for n in 1..=max {
+            *now += call_ns;
+            let keep = t.keeps_slot(
+                || {
+                    reads += 1;
+                    *now
+                },
+                || waiters,
+            );
+            if !keep {
+                return (n, reads);
+            }
+            assert!(t.try_reenter(), "a kept slot re-enters on a ticket");
+        }
+        (max, reads)
+    }
+
+    #[test]
+    fn a_quantum_is_checked_about_four_times_whatever_a_call_costs_and_given_up_only_to_waiters() {
+        for call_ns in [100, 10_000, 300_000] {
+            let mut t = Tickets::default();
+            t.grant(&quantum_admission(1));
+            assert_eq!(t.reported(), u32::MAX);
+            let mut now = 1_000_000_000;
+            // 20 quanta with nobody waiting: kept, and the clock read a few times a quantum.
+            let calls = (20_000_000 / call_ns) as u32;
+            let (made, reads) = run(&mut t, &mut now, call_ns, false, calls);
+            assert_eq!(made, calls, "{call_ns} ns calls: kept while nobody waits");
+            // About four a quantum; more only where the chunk's cap binds (one read per
+            // `MAX_CHUNK` calls: under 1 % of a re-entry's cost).
+            let per_quantum = reads as f64 / 20.0;
+            let capped = 1_000_000.0 / call_ns as f64 / MAX_CHUNK as f64;
+            assert!(
+                per_quantum <= (2.0 * CHECKS_PER_QUANTUM as f64).max(capped + 1.0) + 1.0,
+                "{call_ns} ns calls: {per_quantum} clock reads per quantum"
+            );
+            // Someone waits: given up within the quantum plus about a quarter of it (plus
+            // one call).
+            let start = now;
+            let (_, _) = run(&mut t, &mut now, call_ns, true, u32::MAX);
+            let held = now - start;
+            assert!(
+                held <= 1_000_000 + 1_000_000 / 2 + call_ns,
+                "{call_ns} ns calls: slot held {held} ns after a waiter came"
+            );
+        }
+    }
+
+    #[test]
+    fn a_short_statement_never_reads_the_clock() {
+        let mut t = Tickets::default();
+        t.grant(&quantum_admission(1));
+        for _ in 0..FIRST_CHUNK - 1 {
+            assert!(t.try_reenter());
+            assert!(t.keeps_slot(|| panic!("no clock read"), || true));
+        }
     }
 }
