@@ -150,6 +150,28 @@ impl Driver {
         }
     }
 
+    /// `auto`: a holder lends its slot while it blocks on a lock (`gate_hook`).
+    pub(crate) fn lend(&self) {
+        if let Cores::Auto(c) = &self.core {
+            let out = c.lend(self.precise_ns());
+            self.deliver_all(out);
+        }
+    }
+
+    /// `auto`: the lent slot comes back; `Some(id)`: queued, wait for that hand-off.
+    pub(crate) fn reclaim(&self, sh: &Arc<SessionShared>) -> Option<WaitId> {
+        match &self.core {
+            Cores::Auto(c) => c.reclaim(sh, || publish_queued(sh, true)),
+            _ => None,
+        }
+    }
+
+    /// Whether this is an `auto` gate.
+    #[inline]
+    pub(crate) fn is_auto(&self) -> bool {
+        matches!(self.core, Cores::Auto(_))
+    }
+
     /// Whether anyone waits (read when an `auto` session's quantum is over).
     #[inline]
     pub(crate) fn has_waiters(&self) -> bool {

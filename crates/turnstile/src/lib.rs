@@ -87,6 +87,7 @@ mod config;
 mod driver;
 mod error;
 mod gate;
+mod gate_hook;
 pub mod histogram;
 pub mod metrics;
 mod monitor;

@@ -27,16 +27,19 @@ pub enum StepOutReason {
     SendingResults,
     /// A file sort or other long work outside the engine.
     FileSort,
+    /// Blocked on a turnstile lock or condition variable: `auto` steps out by itself.
+    LockWait,
 }
 
 impl StepOutReason {
     /// Every reason, in code order.
-    pub const ALL: [StepOutReason; 5] = [
+    pub const ALL: [StepOutReason; 6] = [
         StepOutReason::RowLockWait,
         StepOutReason::DiskIo,
         StepOutReason::CommitWait,
         StepOutReason::SendingResults,
         StepOutReason::FileSort,
+        StepOutReason::LockWait,
     ];
 
     /// A short human name.
@@ -47,6 +50,7 @@ impl StepOutReason {
             StepOutReason::CommitWait => "commit wait",
             StepOutReason::SendingResults => "sending results",
             StepOutReason::FileSort => "file sort",
+            StepOutReason::LockWait => "lock wait",
         }
     }
 }

@@ -38,6 +38,10 @@ pub(crate) struct SessionShared {
     pub(crate) cv: Condvar,
     /// Set by a [`crate::Canceler`]; consumed by the wait that observes it or at statement end.
     pub(crate) cancel: AtomicBool,
+    /// `auto`'s automatic step-out (`gate_hook`): the thread that made the last admission.
+    pub(crate) owner: std::sync::atomic::AtomicUsize,
+    /// `auto`'s automatic step-out: `gate_hook::{NONE, SLOT, LENT}`.
+    pub(crate) held: std::sync::atomic::AtomicU8,
 }
 
 #[derive(Default)]
@@ -62,6 +66,8 @@ impl SessionShared {
             since_ns: AtomicU64::new(0),
             counters: std::array::from_fn(|_| AtomicU64::new(0)),
             wake: Mutex::new(WakeState::default()),
+            owner: std::sync::atomic::AtomicUsize::new(0),
+            held: std::sync::atomic::AtomicU8::new(0),
             cv: Condvar::new(),
             cancel: AtomicBool::new(false),
         }

@@ -282,6 +282,13 @@ impl Session {
     fn leave(&mut self) {
         self.tickets.clear();
         if let Some(hold) = self.hold.take() {
+            if self.gate.driver.is_auto() && crate::gate_hook::leave(&self.sh) {
+                // Lent while this session was used on another thread: the loan gave it back.
+                drop(hold);
+                self.sh.tickets.store(0, Ordering::Relaxed);
+                self.sh.set_state(SessionState::Outside);
+                return;
+            }
             give_back(&self.gate, &self.sh, hold);
         }
     }
@@ -520,7 +527,11 @@ impl Session {
     #[inline]
     fn admitted(&mut self, a: Admission, waited_ns: u64) {
         self.tickets.grant(&a);
+        let lendable = a.hold.is_counted() && self.gate.driver.is_auto();
         self.hold = Some(record_admission(&self.gate, &self.sh, a, waited_ns));
+        if lendable {
+            crate::gate_hook::register(&self.gate, &self.sh);
+        }
     }
 
     /// Takes a pending cancel, if any.
@@ -678,6 +689,7 @@ fn finish_step_out(gate: &GateInner, sh: &SessionShared, inside: bool) {
 impl Drop for Session {
     fn drop(&mut self) {
         self.end_statement_inner();
+        crate::gate_hook::forget(&self.sh);
         self.gate.registry.retire(&self.sh);
     }
 }

@@ -294,3 +294,110 @@ fn overload_errors_are_refused_by_config_validation_when_out_of_range() {
         .unwrap_err();
     assert!(e.to_string().contains("quantum"), "{e}");
 }
+
+#[test]
+fn a_thread_blocked_on_a_turnstile_mutex_lends_its_slot_and_takes_it_back_after() {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let m = std::sync::Arc::new(turnstile::Mutex::new(0u32));
+    // Another thread holds the mutex (outside the gate).
+    let guard_holder = {
+        let m = m.clone();
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let h = thread::spawn(move || {
+            let mut v = m.lock();
+            locked_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            *v += 1;
+        });
+        locked_rx.recv().unwrap();
+        (h, go_tx)
+    };
+    // The only slot's holder blocks on the mutex, without declaring anything.
+    let (g2, m2) = (g.clone(), m.clone());
+    let blocked = thread::spawn(move || {
+        let mut s = g2.named_session("blocked-on-mutex");
+        let mut st = s.begin();
+        let call = st.enter().unwrap();
+        *m2.lock() += 1; // parks: the slot is lent
+        assert!(call.is_inside(), "back inside after the lock");
+        drop(call);
+    });
+    let snap = wait_for(&g, "the holder stepped out for the lock wait", |s| {
+        s.sessions
+            .iter()
+            .any(|x| x.state == SessionState::SteppedOut(StepOutReason::LockWait))
+    });
+    assert_eq!(snap.inside, 0, "{snap}");
+    // The lent slot admits another session at once.
+    let mut other = g.named_session("other");
+    let mut st = other.begin();
+    assert!(st.enter().unwrap().admitted());
+    assert_eq!(g.stats().inside, 1);
+    // Release the mutex while `other` still holds the slot: the blocked thread takes its
+    // slot back above the limit (allowance: twice the limit).
+    guard_holder.1.send(()).unwrap();
+    guard_holder.0.join().unwrap();
+    blocked.join().unwrap();
+    let st_ = g.stats();
+    assert!(st_.auto.unwrap().reclaims_over >= 1, "{st_:?}");
+    assert!(st_.counters.step_outs >= 1);
+    drop(st);
+    assert_eq!(g.stats().inside, 0);
+    assert_eq!(g.stats().stepped_out, 0);
+    assert_eq!(*m.lock(), 2);
+}
+
+#[test]
+fn a_condvar_wait_inside_an_auto_gate_frees_the_slot_for_its_length() {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let pair = std::sync::Arc::new((turnstile::Mutex::new(false), turnstile::Condvar::new()));
+    let (g2, p2) = (g.clone(), pair.clone());
+    let waiter = thread::spawn(move || {
+        let mut s = g2.named_session("condvar-waiter");
+        let mut st = s.begin();
+        let call = st.enter().unwrap();
+        let (m, cv) = &*p2;
+        let mut ready = m.lock();
+        cv.wait_while(&mut ready, |r| !*r);
+        drop(ready);
+        assert!(call.is_inside());
+    });
+    wait_for(&g, "the waiter stepped out", |s| {
+        s.inside == 0 && s.stepped_out == 1
+    });
+    let mut other = g.session();
+    assert!(
+        other.begin().enter().unwrap().admitted(),
+        "the lent slot is free"
+    );
+    let (m, cv) = &*pair;
+    *m.lock() = true;
+    cv.notify_all();
+    waiter.join().unwrap();
+    let s = g.stats();
+    assert_eq!((s.inside, s.stepped_out), (0, 0));
+}
+
+#[test]
+fn a_session_of_another_policy_never_lends_its_slot() {
+    let g = Gate::new(GateConfig::new(Policy::Classic).limit(1)).unwrap();
+    let m = std::sync::Arc::new(turnstile::Mutex::new(()));
+    let guard = m.lock();
+    let (g2, m2) = (g.clone(), m.clone());
+    let t = thread::spawn(move || {
+        let mut s = g2.session();
+        let mut st = s.begin();
+        let _c = st.enter().unwrap();
+        drop(m2.lock());
+    });
+    wait_for(&g, "the classic holder inside", |s| s.inside == 1);
+    thread::sleep(Duration::from_millis(30)); // it parks on the mutex
+    assert_eq!(
+        g.stats().inside,
+        1,
+        "classic keeps its slot: only auto steps out"
+    );
+    drop(guard);
+    t.join().unwrap();
+}

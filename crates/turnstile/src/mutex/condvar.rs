@@ -399,8 +399,11 @@ impl Condvar {
             relock.unlocked.set(true);
         };
         let mutex = raw as *const RawTurnstileMutex as usize;
+        // A thread inside an `auto` gate lends its slot for the wait (`gate_hook`).
+        crate::gate_hook::lend();
         let timed_out = with_table(|table| wait(&self.state, mutex, table, unlock, deadline));
         drop(relock);
+        crate::gate_hook::reclaim();
         WaitTimeoutResult(timed_out)
     }
 }
@@ -475,7 +478,7 @@ mod loom_tests {
 
         fn lock(&self) {
             if !self.lock.acquire() {
-                assert!(lock_slow(&self.lock, &self.table, &NoStats, None));
+                assert!(lock_slow(&self.lock, &self.table, &NoStats, None, || {}));
             }
         }
 

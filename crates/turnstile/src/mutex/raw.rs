@@ -251,8 +251,20 @@ impl<S: LockStats> RawTurnstileMutex<S> {
 
     #[cold]
     fn lock_slow(&self, deadline: Option<Instant>) -> bool {
+        // A thread inside an `auto` gate lends its slot while it sleeps here and takes it
+        // back once it has the lock (`gate_hook`; nothing for any other thread).
         #[cfg(not(loom))]
-        return lock_slow(&self.state, &TABLE, &self.stats, deadline);
+        {
+            let got = lock_slow(
+                &self.state,
+                &TABLE,
+                &self.stats,
+                deadline,
+                crate::gate_hook::lend,
+            );
+            crate::gate_hook::reclaim();
+            return got;
+        }
         #[cfg(loom)]
         unreachable!("the model checks drive lock_slow with a table of their own")
     }
@@ -397,11 +409,13 @@ pub(crate) fn lock_slow<B: StateWord, S: LockStats>(
     table: &Table,
     stats: &S,
     deadline: Option<Instant>,
+    before_park: fn(),
 ) -> bool {
     let mut a = Acquisition {
         state,
         stats,
         deadline,
+        before_park,
         spin: Spin::new(SPIN_LIMIT, ARRIVAL_MAX_PAUSES_LOG2, 0),
         spun: 0,
         woken: false,
@@ -446,6 +460,8 @@ struct Acquisition<'a, B, S> {
     state: &'a B,
     stats: &'a S,
     deadline: Option<Instant>,
+    /// Called before each park (the gate's automatic step-out; a no-op in the models).
+    before_park: fn(),
     /// The current phase's spin budget.
     spin: Spin,
     /// Spin steps of earlier phases.
@@ -596,6 +612,7 @@ impl<B: StateWord, S: LockStats> Acquisition<'_, B, S> {
             }
         };
         let since = *self.since.get_or_insert_with(Instant::now);
+        (self.before_park)();
         let parked = table.park(
             state.key(),
             since,
@@ -982,7 +999,7 @@ mod loom_tests {
 
     fn lock(w: &LoomWord, table: &Table) {
         if !w.acquire() {
-            assert!(lock_slow(w, table, &NoStats, None));
+            assert!(lock_slow(w, table, &NoStats, None, || {}));
         }
     }
 

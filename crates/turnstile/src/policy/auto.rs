@@ -304,6 +304,7 @@ struct Queue<W> {
     rejections: u64,
     age_handoffs: u64,
     limit_max: u32,
+    reclaims_over: u64,
 }
 
 /// The core's counts and decisions, for stats and snapshots ([`crate::GateStats::auto`]).
@@ -335,6 +336,8 @@ pub struct AutoGauges {
     pub rejections: u64,
     /// Hand-offs to a waiter past the age cap.
     pub age_handoffs: u64,
+    /// Lent slots taken back above the limit (within the allowance of twice the limit).
+    pub reclaims_over: u64,
 }
 
 /// The shared state of `auto`. See the module documentation.
@@ -372,6 +375,7 @@ impl<W: Clone> AutoCore<W> {
                 rejections: 0,
                 age_handoffs: 0,
                 limit_max: p.start_limit,
+                reclaims_over: 0,
             }),
             p,
             on_release: None,
@@ -698,6 +702,49 @@ impl<W: Clone> AutoCore<W> {
         out
     }
 
+    /// A holder blocks on a lock (`gate_hook`): its slot is given back for the wait (and
+    /// handed to a waiter), while the session keeps its [`Hold`], which the matching
+    /// [`AutoCore::reclaim`] makes good again. Returns the waiters to signal.
+    pub fn lend(&self, now_ns: u64) -> Releases<W> {
+        self.slots.give_back();
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            return Vec::new();
+        }
+        self.hand_off_slow(now_ns)
+    }
+
+    /// A holder whose slot was lent has its lock: it is counted again. Into a free slot;
+    /// else above the limit while those inside are fewer than twice the limit (the
+    /// allowance: lent slots come back at once, as InnoDB's force-enter after a lock wait,
+    /// but bounded); else it queues first in line as a priority waiter and the caller blocks
+    /// on the returned wait (its hand-off counts the slot).
+    pub fn reclaim(&self, waiter: &W, on_queue: impl FnOnce()) -> Option<WaitId> {
+        let mut q = lock(&self.q);
+        if self.slots.try_take_checked().is_some() {
+            return None;
+        }
+        let limit = self.slots.limit();
+        if limit == 0 || self.slots.inside() < 2 * limit {
+            self.slots.force_take();
+            q.reclaims_over += 1;
+            return None;
+        }
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        let id = WaitId(q.next_id);
+        q.next_id += 1;
+        q.waiters.push_back(Waiter {
+            id,
+            waiter: waiter.clone(),
+            // Oldest of all: served first whatever the mode.
+            since_ns: 0,
+            priority: true,
+            released_ns: 0,
+        });
+        q.prio += 1;
+        on_queue();
+        Some(id)
+    }
+
     /// The queued wait `id` gives up. `None`: it left uncounted; `Some(admission)`: a
     /// hand-off had already released it, so it is inside and must exit normally.
     pub fn cancel_wait(&self, id: WaitId) -> Option<Admission> {
@@ -757,6 +804,7 @@ impl<W: Clone> AutoCore<W> {
             stall_ticks: q.stall_ticks,
             rejections: q.rejections,
             age_handoffs: q.age_handoffs,
+            reclaims_over: q.reclaims_over,
         }
     }
 }
@@ -1013,5 +1061,29 @@ mod tests {
         assert_eq!(out[0].id, id);
         let g = core.gauges();
         assert_eq!((g.stall_ticks, g.limit), (1, 2));
+    }
+
+    #[test]
+    fn a_lent_slot_comes_back_free_then_above_the_limit_up_to_twice_it_then_first_in_line() {
+        let core: AutoCore<u32> = AutoCore::new(params(1));
+        let a = admitted(enter(&core, 0, 0));
+        assert!(core.lend(0).is_empty());
+        let b = admitted(enter(&core, 1, 0));
+        assert!(core.lend(0).is_empty());
+        let c = admitted(enter(&core, 2, 0));
+        wait_id(enter(&core, 3, 0));
+        assert_eq!(core.reclaim(&0, || {}), None, "above the limit: 2 inside");
+        assert_eq!(core.gauges().inside, 2);
+        let id = core.reclaim(&1, || {}).expect("twice the limit: queued");
+        assert_eq!(core.gauges().reclaims_over, 1);
+        // c leaves: 1 inside (a), limit 1: nobody is handed a slot yet.
+        assert!(core.exit(c.hold, || 0).is_empty());
+        // a leaves: the reclaimer is first in line, ahead of the newer plain waiter.
+        let out = core.exit(a.hold, || 0);
+        assert_eq!((out[0].waiter, out[0].id), (1, id));
+        let (adm, _) = core.finish_wait(id, 0, || None);
+        drop(adm.hold); // the session's own hold stands for it
+        let out = core.exit(b.hold, || 0);
+        assert_eq!(out[0].waiter, 3);
     }
 }
