@@ -655,6 +655,11 @@ fn sim_oltp_and_timer_json_carry_the_fidelity_fields_and_load_a_calibration() {
             "admissions_per_txn",
             "trace_hash",
             "starved_clients",
+            "jain",
+            "p99_ms",
+            "p999_ms",
+            "max_ms",
+            "fair_share_ms",
             "idle_pct",
             "little_err",
         ] {

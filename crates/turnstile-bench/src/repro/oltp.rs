@@ -210,11 +210,14 @@ pub struct OltpRun {
     /// Transactions per second.
     pub tps: f64,
     /// Median transaction response time, ms: over every transaction completed in the measured
-    /// window, all clients together (exact, nearest rank; 0 if none completed).
+    /// window, all clients together (exact, nearest rank; 0 if none completed). Transactions
+    /// still running at the window's end are not counted, so where clients starve the
+    /// quantiles miss their waits and can fall below `fair_share_ms` (see `window_s`).
     pub p50_ms: f64,
     /// 99th percentile transaction response time, ms (as `p50_ms`).
     pub p99_ms: f64,
-    /// 99.9th percentile transaction response time, ms (as `p50_ms`).
+    /// 99.9th percentile transaction response time, ms (as `p50_ms`; equal to `max_ms` below
+    /// 1000 transactions in the window).
     pub p999_ms: f64,
     /// Longest transaction completed in the window, ms.
     pub max_ms: f64,
@@ -818,8 +821,9 @@ pub fn per_client_table(r: &OltpReport) -> String {
         "\nPer client, over each point's measured window: fair share = threads ÷ TPS (the response \
          time of a perfectly fair server); starved = clients that completed no transaction in the \
          window; Jain = (Σx)² ÷ (n·Σx²) over per-client completions (1 = even, 1/n = one client did \
-         everything). Starved and Jain say something about the gate only when the window holds \
-         several fair shares (`--seconds`).\n\n\
+         everything). Quantiles count the transactions completed in the window, so a starved client's \
+         wait is missing from them (p99 can fall below the fair share). Starved, Jain and the tail say \
+         something about the gate only when the window holds several fair shares (`--seconds`).\n\n\
          | setting | threads | window s | fair share ms | window ÷ fair share | p99 ms | p99.9 ms | max ms | p99 ÷ fair share | starved | Jain |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
@@ -861,7 +865,7 @@ pub fn per_client_table(r: &OltpReport) -> String {
         let _ = writeln!(
             s,
             "Warning: {} × {} threads: the {:.2} s window holds {:.1} fair shares (< {}); its \
-             starved ({}) and Jain ({:.3}) reflect the short window as much as the gate.",
+             starved ({}), Jain ({:.3}) and tail reflect the short window as much as the gate.",
             x.policy, x.threads, x.window_s, shares, MIN_FAIR_SHARES, x.starved_clients, x.jain
         );
     }
