@@ -249,8 +249,31 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
         "queue_waits_per_txn",
         "cpu_sys",
         "cpu_idle",
+        "p999_ms",
+        "max_ms",
+        "fair_share_ms",
+        "starved_clients",
+        "jain",
+        "window_s",
     ] {
         assert!(!runs[0][key].is_null(), "missing {key}");
+    }
+    for r in runs {
+        let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} in {r}"));
+        assert!(
+            f("p99_ms") <= f("p999_ms") && f("p999_ms") <= f("max_ms"),
+            "{r}"
+        );
+        assert!((0.0..=1.0 + 1e-9).contains(&f("jain")), "{r}");
+        assert!(f("starved_clients") <= f("threads"), "{r}");
+        assert!(f("window_s") >= 0.05, "{r}");
+        if f("tps") > 0.0 {
+            let fair = f("threads") / f("tps") * 1e3;
+            assert!(
+                f("fair_share_ms") > 0.0 && (f("fair_share_ms") - fair).abs() < 1e-6 * fair,
+                "{r}"
+            );
+        }
     }
     assert!(runs.iter().all(|r| r["row_send"] == "force-exit"));
     assert!(charts.join("oltp-tps.svg").is_file());
@@ -284,6 +307,10 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
     assert!(md.contains("Row send: **keep**"), "{md}");
     assert!(md.contains("| flifo | keep | 1 |") && md.contains("| classic | keep | 1 |"));
     assert!(!md.contains("| polling |"), "{md}");
+    assert!(
+        md.contains("| fair share ms |") && md.contains("| p99 ÷ fair share | starved | Jain |"),
+        "{md}"
+    );
 
     let charts = temp("repro-pileup-charts");
     let out = turnstile(&[
@@ -628,6 +655,11 @@ fn sim_oltp_and_timer_json_carry_the_fidelity_fields_and_load_a_calibration() {
             "admissions_per_txn",
             "trace_hash",
             "starved_clients",
+            "jain",
+            "p99_ms",
+            "p999_ms",
+            "max_ms",
+            "fair_share_ms",
             "idle_pct",
             "little_err",
         ] {

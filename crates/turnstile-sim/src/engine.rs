@@ -107,8 +107,12 @@ impl Budget {
 pub struct KindStats {
     /// Completions.
     pub count: u64,
-    /// Sum of response times, ns.
+    /// Sum of response times, ns, each counted from the later of its begin and the window's
+    /// start (what Little's law over the window needs).
     pub response_sum: f64,
+    /// Every completion's whole response time (begin to done, even if it began before the
+    /// window), ns, in completion order: the quantiles `repro oltp` reports.
+    pub responses: Vec<u64>,
 }
 
 /// Gate counters over a run.
@@ -1142,6 +1146,7 @@ impl Sim {
                     }
                     self.kinds[k].count += 1;
                     self.kinds[k].response_sum += resp as f64;
+                    self.kinds[k].responses.push(now.saturating_sub(t.begun_at));
                     self.done_at[tid as usize] = now;
                     self.done_per_thread[tid as usize] += 1;
                 }

@@ -518,6 +518,16 @@ pub struct Window {
     pub wake_latency_us: f64,
     /// LIFO admissions per second.
     pub lifo_per_s: f64,
+    /// 99th percentile response time of the transactions completed in the window (each from
+    /// its begin, even before the window), ms; nearest rank, 0 if none: `repro oltp`'s.
+    pub p99_ms: f64,
+    /// 99.9th percentile response time, ms (as `p99_ms`).
+    pub p999_ms: f64,
+    /// Longest response time completed in the window, ms.
+    pub max_ms: f64,
+    /// Threads ÷ TPS, ms: the response time a perfectly fair server would give; 0 if nothing
+    /// completed.
+    pub fair_share_ms: f64,
     /// Clients that completed nothing in the window.
     pub starved_clients: usize,
     /// Jain's fairness index over per-client completions (1 = equal).
@@ -546,6 +556,14 @@ impl Window {
         });
         let busy = sim.busy_fraction();
         let core_ns = secs * NS * sim.cores() as f64;
+        let mut resp = k.responses.clone();
+        resp.sort_unstable();
+        // Nearest rank, as `repro oltp` computes its quantiles.
+        let ms = |q: f64| {
+            let rank = (q * resp.len() as f64).ceil() as usize;
+            resp.get(rank.clamp(1, resp.len().max(1)) - 1)
+                .map_or(0.0, |&v| v as f64 / 1e6)
+        };
         Window {
             tps: x,
             mean_ms: r * 1e3,
@@ -561,6 +579,14 @@ impl Window {
             max_inside: sim.max_inside,
             wake_latency_us: g.handoff_latency_sum / g.handoffs.max(1) as f64 / 1e3,
             lifo_per_s: g.lifo as f64 / secs,
+            p99_ms: ms(0.99),
+            p999_ms: ms(0.999),
+            max_ms: ms(1.0),
+            fair_share_ms: if x > 0.0 {
+                per.len() as f64 / x * 1e3
+            } else {
+                0.0
+            },
             starved_clients: per.iter().filter(|&&d| d == 0).count(),
             jain: if sq > 0.0 {
                 sum * sum / (per.len() as f64 * sq)
@@ -1142,6 +1168,15 @@ mod tests {
         assert_eq!(r.w.trace_hash.len(), 16);
         assert!(r.w.idle_pct >= 0.0 && r.w.idle_pct < 100.0, "{r:?}");
         assert!(r.w.cs_per_s > 0.0 && r.w.cs_per_txn > 0.0, "{r:?}");
+        let w = &r.w;
+        assert!(
+            0.0 < w.p99_ms && w.p99_ms <= w.p999_ms && w.p999_ms <= w.max_ms,
+            "{r:?}"
+        );
+        assert!((w.fair_share_ms - 16.0 / w.tps * 1e3).abs() < 1e-9, "{r:?}");
+        // The mean counts each response from the window's start at the earliest, the max from
+        // its begin: never above it.
+        assert!(w.mean_ms <= w.max_ms, "{r:?}");
     }
 
     #[test]

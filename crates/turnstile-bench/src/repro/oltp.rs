@@ -18,12 +18,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use turnstile::{Gate, GateConfig, Histogram, HistogramSnapshot, Policy};
+use turnstile::{Gate, GateConfig, Policy};
 pub use turnstile_engine::RowSend;
 use turnstile_engine::{Connection, Engine};
 
 use super::{join_all, stopped, Common, Progress, ReproError};
 use crate::rusage::Usage;
+use crate::stats::{jain, quantile_sorted, starved};
 
 /// The table.
 pub const TABLE: &str = "sbtest1";
@@ -208,10 +209,38 @@ pub struct OltpRun {
     pub threads: usize,
     /// Transactions per second.
     pub tps: f64,
-    /// Median transaction latency, ms.
+    /// Median transaction response time, ms: over every transaction completed in the measured
+    /// window, all clients together (exact, nearest rank; 0 if none completed). Transactions
+    /// still running at the window's end are not counted, so where clients starve the
+    /// quantiles miss their waits and can fall below `fair_share_ms` (see `window_s`).
     pub p50_ms: f64,
-    /// 99th percentile transaction latency, ms.
+    /// 99th percentile transaction response time, ms (as `p50_ms`).
     pub p99_ms: f64,
+    /// 99.9th percentile transaction response time, ms (as `p50_ms`; equal to `max_ms` below
+    /// 1000 transactions in the window).
+    pub p999_ms: f64,
+    /// Longest transaction completed in the window, ms.
+    pub max_ms: f64,
+    /// The response time a perfectly fair server would give every client at this throughput:
+    /// threads ÷ TPS, ms (Little's law for a closed loop with no think time); 0 if nothing
+    /// completed. `p99_ms` ÷ `fair_share_ms` is how much worse than fair the tail is.
+    pub fair_share_ms: f64,
+    /// Clients that completed no transaction in the window. See `window_s`.
+    pub starved_clients: usize,
+    /// Jain's fairness index over per-client completions in the window: (Σx)² ÷ (n · Σx²), 1 =
+    /// perfectly even, 1/n = one client did everything, 0 = nobody completed anything.
+    /// See `window_s`.
+    pub jain: f64,
+    /// The measured window's length, s (the configured duration, plus the time the measuring
+    /// thread took to get the CPU back). TPS, the quantiles, `starved_clients` and `jain` all
+    /// count the transactions completed between the window's two readings.
+    ///
+    /// The window is not stretched to suit the thread count: `starved_clients` and `jain` are
+    /// only about the gate when the window holds several fair shares (a client of a perfectly
+    /// fair server completes `window_s` ÷ `fair_share_ms` transactions in it; at 1024 threads on
+    /// two cores that is one every ~0.3–0.7 s, so a 2 s window is a few). The report flags every
+    /// point whose window holds fewer than [`MIN_FAIR_SHARES`]; `--seconds` lengthens them.
+    pub window_s: f64,
     /// Context switches per second (whole process).
     pub cs_per_s: f64,
     /// User CPU, % of the machine.
@@ -237,6 +266,13 @@ pub struct OltpRun {
     /// Median hand-off wake-up latency, µs (queue policies).
     pub wake_p50_us: f64,
 }
+
+/// Fair shares (`fair_share_ms`) a point's window should hold for its `starved_clients` and
+/// `jain` to be about the gate rather than the window: a window of one fair share leaves
+/// clients at zero even on a perfectly fair server (the ones whose transaction straddles an
+/// edge), and with three the expected count per client is 3, so a zero is an outlier rather
+/// than the window's phase. Points below it are flagged in the report.
+pub const MIN_FAIR_SHARES: f64 = 3.0;
 
 /// The report.
 #[derive(Debug, Clone, Serialize)]
@@ -366,76 +402,85 @@ fn point(
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(threads + 1));
     let done: Arc<Vec<Count>> = Arc::new((0..threads).map(|_| Count::default()).collect());
-    let lat: Arc<Vec<Histogram>> = Arc::new((0..threads).map(|_| Histogram::new()).collect());
     let (rows, range, row_send) = (cfg.rows, cfg.range, s.row_send);
+    // Each client keeps the response time of its k-th transaction at index k − 1 of its own
+    // vector (no sharing while it runs) and publishes k in `done[i]` after pushing it, so the
+    // window's transactions of client i are its entries n0[i]..n1[i] (8 bytes a transaction).
     let hs: Vec<_> = (0..threads)
         .map(|i| {
-            let (engine, gate, stop, start, done, lat) = (
+            let (engine, gate, stop, start, done) = (
                 engine.clone(),
                 gate.clone(),
                 stop.clone(),
                 start.clone(),
                 done.clone(),
-                lat.clone(),
             );
             thread::Builder::new()
                 .stack_size(512 * 1024)
-                .spawn(move || -> Result<(), ReproError> {
+                .spawn(move || -> Result<Vec<u64>, ReproError> {
                     let mut c = Connection::new(engine, &gate, format!("client-{i}"));
                     c.set_row_send(row_send);
                     let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (i as u64 + 1);
+                    let mut lat = Vec::new();
                     start.wait();
-                    let mut n = 0;
                     while !stop.load(Ordering::Relaxed) && !stopped() {
                         let t = Instant::now();
                         transaction(&mut c, rows, range, &mut rng)?;
-                        lat[i].record(t.elapsed().as_nanos() as u64);
-                        n += 1;
-                        done[i].0.store(n, Ordering::Relaxed);
+                        lat.push(t.elapsed().as_nanos() as u64);
+                        done[i].0.store(lat.len() as u64, Ordering::Release);
                     }
-                    Ok(())
+                    Ok(lat)
                 })
                 .expect("spawn a client thread")
         })
         .collect();
     start.wait();
-    let read = || -> (u64, HistogramSnapshot) {
-        let mut h = HistogramSnapshot::default();
-        for l in lat.iter() {
-            h.merge(&l.snapshot());
-        }
-        (done.iter().map(|d| d.0.load(Ordering::Relaxed)).sum(), h)
-    };
+    let read = || -> Vec<u64> { done.iter().map(|d| d.0.load(Ordering::Acquire)).collect() };
     let (t0, u0) = (Instant::now(), Usage::now());
-    let (n0, h0) = read();
+    let n0 = read();
     let snap0 = gate.snapshot();
     thread::sleep(cfg.duration);
-    let (n1, h1) = read();
+    let n1 = read();
     let (elapsed, usage) = (t0.elapsed(), Usage::now().since(&u0));
     let snap = gate.snapshot();
     stop.store(true, Ordering::Relaxed);
-    for r in join_all(hs)? {
-        r?;
+    let mut lat = Vec::new();
+    for (i, r) in join_all(hs)?.into_iter().enumerate() {
+        lat.extend_from_slice(&r?[n0[i] as usize..n1[i] as usize]);
     }
+    lat.sort_unstable();
+    let per_client: Vec<u64> = n0.iter().zip(&n1).map(|(a, b)| b - a).collect();
     let secs = elapsed.as_secs_f64();
     let cpus = thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let user = 100.0 * usage.user.as_secs_f64() / secs / cpus;
     let sys = 100.0 * usage.sys.as_secs_f64() / secs / cpus;
-    let h = h1.since(&h0);
+    let completed = lat.len() as u64;
+    let tps = completed as f64 / secs;
+    let ms = |q: f64| quantile_sorted(&lat, q) as f64 / 1e6;
     // Per transaction completed in the window (÷ 1 if none completed).
-    let txns = (n1 - n0).max(1) as f64;
+    let txns = completed.max(1) as f64;
     let (c0, c1) = (&snap0.counters, &snap.counters);
     Ok(OltpRun {
         policy: s.name,
         threads,
-        tps: (n1 - n0) as f64 / secs,
+        tps,
         row_send: s.row_send.name(),
         cs_per_txn: usage.context_switches() as f64 / txns,
         admissions_per_txn: c1.admissions.saturating_sub(c0.admissions) as f64 / txns,
         sleeps_per_txn: c1.sleeps.saturating_sub(c0.sleeps) as f64 / txns,
         queue_waits_per_txn: c1.queue_waits.saturating_sub(c0.queue_waits) as f64 / txns,
-        p50_ms: h.quantile(0.5) as f64 / 1e6,
-        p99_ms: h.quantile(0.99) as f64 / 1e6,
+        p50_ms: ms(0.5),
+        p99_ms: ms(0.99),
+        p999_ms: ms(0.999),
+        max_ms: ms(1.0),
+        fair_share_ms: if tps > 0.0 {
+            threads as f64 / tps * 1e3
+        } else {
+            0.0
+        },
+        starved_clients: starved(&per_client),
+        jain: jain(&per_client),
+        window_s: secs,
         cs_per_s: usage.context_switches() as f64 / secs,
         cpu_user: user,
         cpu_sys: sys,
@@ -762,7 +807,68 @@ pub fn markdown(r: &OltpReport) -> String {
             seed
         );
     }
+    s.push_str(&per_client_table(r));
     s.push_str(&collapse_summary(r));
+    s
+}
+
+/// Per-client figures of every point: the response-time tail against the fair share, starved
+/// clients and Jain's index, and a warning for each point whose window holds fewer than
+/// [`MIN_FAIR_SHARES`] fair shares.
+pub fn per_client_table(r: &OltpReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::from(
+        "\nPer client, over each point's measured window: fair share = threads ÷ TPS (the response \
+         time of a perfectly fair server); starved = clients that completed no transaction in the \
+         window; Jain = (Σx)² ÷ (n·Σx²) over per-client completions (1 = even, 1/n = one client did \
+         everything). Quantiles count the transactions completed in the window, so a starved client's \
+         wait is missing from them (p99 can fall below the fair share). Starved, Jain and the tail say \
+         something about the gate only when the window holds several fair shares (`--seconds`).\n\n\
+         | setting | threads | window s | fair share ms | window ÷ fair share | p99 ms | p99.9 ms | max ms | p99 ÷ fair share | starved | Jain |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let mut short = Vec::new();
+    for x in &r.runs {
+        let (shares, tail) = if x.fair_share_ms > 0.0 {
+            let shares = x.window_s * 1e3 / x.fair_share_ms;
+            if shares < MIN_FAIR_SHARES {
+                short.push((x, shares));
+            }
+            (
+                format!("{shares:.1}"),
+                format!("{:.1}", x.p99_ms / x.fair_share_ms),
+            )
+        } else {
+            short.push((x, 0.0));
+            ("–".to_string(), "–".to_string())
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.2} | {:.1} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {:.3} |",
+            x.policy,
+            x.threads,
+            x.window_s,
+            x.fair_share_ms,
+            shares,
+            x.p99_ms,
+            x.p999_ms,
+            x.max_ms,
+            tail,
+            x.starved_clients,
+            x.jain
+        );
+    }
+    if !short.is_empty() {
+        s.push('\n');
+    }
+    for (x, shares) in short {
+        let _ = writeln!(
+            s,
+            "Warning: {} × {} threads: the {:.2} s window holds {:.1} fair shares (< {}); its \
+             starved ({}), Jain ({:.3}) and tail reflect the short window as much as the gate.",
+            x.policy, x.threads, x.window_s, shares, MIN_FAIR_SHARES, x.starved_clients, x.jain
+        );
+    }
     s
 }
 
@@ -824,7 +930,29 @@ mod tests {
         assert_eq!(r.runs.len(), GateSetting::seed_settings().len() * 2);
         assert!(r.runs.iter().any(|x| x.tps > 0.0));
         assert!(r.runs.iter().all(|x| x.row_send == "force-exit"));
+        for x in &r.runs {
+            assert!(
+                x.p50_ms <= x.p99_ms && x.p99_ms <= x.p999_ms && x.p999_ms <= x.max_ms,
+                "{x:?}"
+            );
+            assert!(x.starved_clients <= x.threads, "{x:?}");
+            assert!((0.0..=1.0 + 1e-9).contains(&x.jain), "{x:?}");
+            assert!(x.window_s >= cfg.duration.as_secs_f64(), "{x:?}");
+            if x.tps > 0.0 {
+                assert!(x.fair_share_ms > 0.0 && x.max_ms > 0.0, "{x:?}");
+                // Someone completed something: the index is at least 1/n.
+                assert!(x.jain >= 1.0 / x.threads as f64 - 1e-9, "{x:?}");
+                assert!(x.starved_clients < x.threads, "{x:?}");
+            } else {
+                assert_eq!((x.fair_share_ms, x.jain), (0.0, 0.0), "{x:?}");
+                assert_eq!(x.starved_clients, x.threads, "{x:?}");
+            }
+        }
         let md = markdown(&r);
+        assert!(
+            md.contains("| setting | threads | window s | fair share ms |"),
+            "{md}"
+        );
         assert!(md.contains("| flifo | force-exit | 3 |"), "{md}");
         assert!(md.contains("FIFO 937, FLIFO 105"), "{md}");
 
