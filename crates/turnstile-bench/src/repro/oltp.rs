@@ -57,7 +57,7 @@ fn ser_row_send<S: serde::Serializer>(r: &RowSend, s: S) -> Result<S::Ok, S::Err
     s.serialize_str(r.name())
 }
 
-fn ser_policy<S: serde::Serializer>(p: &Policy, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ser_policy<S: serde::Serializer>(p: &Policy, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(p.name())
 }
 

@@ -80,8 +80,13 @@ pub struct Sample {
 pub struct PileupRun {
     /// Tables (= insert sessions = query sessions).
     pub tables: usize,
-    /// `hold-slot` or `release-slot`.
+    /// `hold-slot` or `release-slot` (classic, limit as configured), or `auto-hold-slot`: the
+    /// naive hold-slot commit under an untuned `auto` gate, whose lock waits step out by
+    /// themselves.
     pub mode: &'static str,
+    /// The gate's policy.
+    #[serde(serialize_with = "crate::repro::oltp::ser_policy")]
+    pub policy: Policy,
     /// Inserts per second.
     pub inserts_per_s: f64,
     /// Queries per second.
@@ -113,7 +118,7 @@ fn table(i: usize) -> String {
     format!("pileup_{i}")
 }
 
-/// Runs every table count in both modes.
+/// Runs every table count in each of [`SETTINGS`].
 pub fn run(
     common: &Common,
     cfg: &PileupConfig,
@@ -134,7 +139,7 @@ pub fn run(
         .validate()?;
     let mut runs = Vec::new();
     for &n in &cfg.tables {
-        for mode in [CommitMode::HoldSlot, CommitMode::ReleaseSlot] {
+        for (policy, mode) in SETTINGS {
             if stopped() {
                 return Err(ReproError::Interrupted);
             }
@@ -145,8 +150,8 @@ pub fn run(
                 // Drop the previous run's inserts.
                 engine.truncate_above(&table(i), cfg.rows)?;
             }
-            progress.step(&format!("pileup: {n} tables, {}", mode.name()));
-            let (mut r, acked) = one_run(engine, cfg, n, mode)?;
+            progress.step(&format!("pileup: {n} tables, {}", mode_name(policy, mode)));
+            let (mut r, acked) = one_run(engine, cfg, n, policy, mode)?;
             // Reopen the data and look for every acknowledged insert.
             let engine = common.open_with(SEED_DISK_FSYNC)?;
             let mut found = 0;
@@ -166,14 +171,38 @@ pub fn run(
     })
 }
 
+/// The runs per table count: the seed's gate in both modes, and `auto` with the naive code.
+const SETTINGS: [(Policy, CommitMode); 3] = [
+    (Policy::Classic, CommitMode::HoldSlot),
+    (Policy::Classic, CommitMode::ReleaseSlot),
+    (Policy::Auto, CommitMode::HoldSlot),
+];
+
+fn mode_name(policy: Policy, mode: CommitMode) -> &'static str {
+    match (policy, mode) {
+        (Policy::Auto, _) => "auto-hold-slot",
+        (_, m) => m.name(),
+    }
+}
+
 fn one_run(
     engine: Arc<Engine>,
     cfg: &PileupConfig,
     n: usize,
+    policy: Policy,
     mode: CommitMode,
 ) -> Result<(PileupRun, Vec<u64>), ReproError> {
-    let gate = Gate::new(GateConfig::new(Policy::Classic).limit(cfg.limit))?;
-    let _watched = crate::live::watch(format!("pileup/{n} tables/{}", mode.name()), &gate);
+    // `auto` runs untuned: no limit given.
+    let config = if policy == Policy::Auto {
+        GateConfig::new(Policy::Auto)
+    } else {
+        GateConfig::new(policy).limit(cfg.limit)
+    };
+    let gate = Gate::new(config)?;
+    let _watched = crate::live::watch(
+        format!("pileup/{n} tables/{}", mode_name(policy, mode)),
+        &gate,
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(2 * n + 1));
     let queries = Arc::new(AtomicU64::new(0));
@@ -284,7 +313,8 @@ fn one_run(
     let cpus = thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let run = PileupRun {
         tables: n,
-        mode: mode.name(),
+        mode: mode_name(policy, mode),
+        policy,
         inserts_per_s: commits as f64 / elapsed,
         queries_per_s: q_total as f64 / elapsed,
         acknowledged: acked.iter().sum(),
@@ -336,7 +366,7 @@ pub fn markdown(r: &PileupReport) -> String {
             .iter()
             .find(|(t, _, _)| *t == x.tables)
             .map_or(String::new(), |(_, o, f)| {
-                format!("{:.0}", if x.mode == "hold-slot" { *o } else { *f })
+                format!("{:.0}", if x.mode == "release-slot" { *f } else { *o })
             });
         let _ = writeln!(
             s,
@@ -380,7 +410,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_tiny_pileup_runs_both_modes_and_finds_every_acknowledged_insert() {
+    fn a_tiny_pileup_runs_every_setting_and_finds_every_acknowledged_insert() {
         let dir =
             std::env::temp_dir().join(format!("turnstile-repro-pileup-{}", std::process::id()));
         let common = Common {
@@ -395,13 +425,15 @@ mod tests {
             sample: Duration::from_millis(50),
         };
         let r = run(&common, &cfg, &mut super::super::Quiet).unwrap();
-        assert_eq!(r.runs.len(), 2);
+        assert_eq!(r.runs.len(), SETTINGS.len());
         for x in &r.runs {
             assert!(x.acknowledged > 0, "{x:?}");
             assert_eq!(x.found, x.acknowledged);
             assert!(!x.series.is_empty());
         }
-        assert!(markdown(&r).contains("| 2 | hold-slot |"));
+        let md = markdown(&r);
+        assert!(md.contains("| 2 | hold-slot |"));
+        assert!(md.contains("| 2 | auto-hold-slot |"), "{md}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
