@@ -336,7 +336,17 @@ impl Sim {
     pub fn new(machine: MachineConfig, gate: GateConfig, seed: u64) -> Result<Sim, String> {
         machine.validate()?;
         gate.validate().map_err(|e| e.to_string())?;
-        let g = Core::new(&gate);
+        let g = if gate.policy == Policy::Auto {
+            // `auto` starts at, and never goes below, the simulated machine's CPUs, and its
+            // controller reads the simulated busy time (not the host's).
+            let cores = machine.cores;
+            let p = gate
+                .limit(cores.min(turnstile::MAX_LIMIT))
+                .auto_params_for(cores);
+            Core::Auto(auto::AutoCore::new(p))
+        } else {
+            Core::new(&gate)
+        };
         let has_mutex = matches!(gate.policy, Policy::Classic | Policy::Flifo);
         Ok(Sim {
             now: 0,

@@ -418,9 +418,12 @@ impl OltpSetting {
                 limit: 0,
                 ..with(Policy::Unlimited)
             },
+            // Untuned: the simulator starts it at the machine's cores; tickets and sleep
+            // delay are unused.
+            "auto" => with(Policy::Auto),
             _ => {
                 return Err(format!(
-                    "unknown setting `{name}`: classic, flifo, polling, timer or unlimited"
+                    "unknown setting `{name}`: classic, flifo, polling, timer, unlimited or auto"
                 ))
             }
         })

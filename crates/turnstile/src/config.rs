@@ -213,9 +213,14 @@ impl GateConfig {
         self
     }
 
-    /// The `auto` core's parameters.
+    /// The `auto` core's parameters on this machine.
     pub(crate) fn auto_params(&self) -> crate::policy::auto::AutoParams {
-        let cpus = available_cpus();
+        self.auto_params_for(available_cpus())
+    }
+
+    /// The `auto` core's parameters for a machine of `cpus` CPUs (the simulator's).
+    #[doc(hidden)]
+    pub fn auto_params_for(&self, cpus: u32) -> crate::policy::auto::AutoParams {
         crate::policy::auto::AutoParams {
             start_limit: self.limit,
             cpus,
