@@ -77,6 +77,11 @@ pub struct GateBenchConfig {
     pub calls: u32,
     /// CPU work per call, µs.
     pub work_us: f64,
+    /// A blocking sleep per call, µs, inside the slot and declared to nobody (a page read,
+    /// an fsync, a lock the gate does not know): the load for which the best fixed limit is
+    /// far above the CPU count. 0: none.
+    #[serde(default)]
+    pub block_us: u64,
     /// Sleep delay of the gate, µs.
     pub sleep_delay_us: u64,
     /// Measured time per load point.
@@ -110,6 +115,7 @@ impl GateBenchConfig {
             tickets: 500,
             calls: 10,
             work_us: 10.0,
+            block_us: 0,
             sleep_delay_us: 10_000,
             duration: Duration::from_millis(500),
             reps: 11,
@@ -130,6 +136,10 @@ impl GateBenchConfig {
     }
 
     fn gate(&self, policy: Policy, limit: u32, tickets: u32) -> Gate {
+        if policy == Policy::Auto {
+            // Untuned: its own starting limit (the CPUs) and a quantum instead of tickets.
+            return Gate::new(GateConfig::new(Policy::Auto)).expect("the defaults are valid");
+        }
         Gate::new(
             GateConfig::new(policy)
                 .limit(limit)
@@ -160,6 +170,12 @@ impl GateBenchConfig {
         }
         if self.calls == 0 {
             return Err("calls per statement must be at least 1".into());
+        }
+        if self.block_us > 1_000_000 {
+            return Err(format!(
+                "block_us = {} is out of range: accepted values are 0..=1000000",
+                self.block_us
+            ));
         }
         if !(self.work_us >= 0.0 && self.work_us <= 1_000_000.0) {
             return Err(format!(
@@ -201,7 +217,7 @@ pub struct LoadResult {
     pub policy: &'static str,
     /// Client threads.
     pub threads: usize,
-    /// The limit.
+    /// The limit (`auto`: the limit it had reached at the end of the point).
     pub limit: u32,
     /// Statements completed per second.
     pub throughput_per_s: f64,
@@ -460,6 +476,7 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
         .map(|g| crate::live::watch(format!("bench-gate/{}/{threads} threads", v.name()), g));
     let sem = Arc::new(MutexCondvarSemaphore::new(cfg.limit.max(1)));
     let calls = cfg.calls;
+    let block = Duration::from_micros(cfg.block_us);
     let mut handles = Vec::with_capacity(threads);
     for t in 0..threads {
         let shared = shared.clone();
@@ -472,8 +489,8 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
             .spawn(move || {
                 shared.start.wait();
                 match session {
-                    Some(mut s) => gate_worker(&shared, t, &mut s, calls, iters),
-                    None => baseline_worker(&shared, t, &sem, calls, iters),
+                    Some(mut s) => gate_worker(&shared, t, &mut s, calls, iters, block),
+                    None => baseline_worker(&shared, t, &sem, calls, iters, block),
                 }
             })
             .expect("spawn a load thread");
@@ -519,7 +536,10 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
     LoadResult {
         policy: v.name(),
         threads,
-        limit: cfg.limit,
+        limit: match (&gate, v) {
+            (Some(g), Variant::Gate(Policy::Auto)) => g.limit(),
+            _ => cfg.limit,
+        },
         throughput_per_s: done as f64 / secs,
         calls_per_s: done as f64 * calls as f64 / secs,
         wait_p50_ns: wait.quantile(0.5),
@@ -556,7 +576,14 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
     }
 }
 
-fn gate_worker(sh: &Shared, t: usize, s: &mut turnstile::Session, calls: u32, iters: u64) {
+fn gate_worker(
+    sh: &Shared,
+    t: usize,
+    s: &mut turnstile::Session,
+    calls: u32,
+    iters: u64,
+    block: Duration,
+) {
     let mut n = 0u64;
     while !sh.stop.load(Ordering::Relaxed) {
         let mut stmt = s.begin();
@@ -566,6 +593,9 @@ fn gate_worker(sh: &Shared, t: usize, s: &mut turnstile::Session, calls: u32, it
                 sh.occ.enter();
             }
             work::spin(iters);
+            if !block.is_zero() {
+                thread::sleep(block); // undeclared: the slot stays held
+            }
             if call.tickets() == 0 {
                 sh.occ.leave(); // this exit really leaves
                 drop(call);
@@ -589,7 +619,14 @@ fn gate_worker(sh: &Shared, t: usize, s: &mut turnstile::Session, calls: u32, it
     }
 }
 
-fn baseline_worker(sh: &Shared, t: usize, sem: &MutexCondvarSemaphore, calls: u32, iters: u64) {
+fn baseline_worker(
+    sh: &Shared,
+    t: usize,
+    sem: &MutexCondvarSemaphore,
+    calls: u32,
+    iters: u64,
+    block: Duration,
+) {
     let mut n = 0u64;
     while !sh.stop.load(Ordering::Relaxed) {
         // One acquisition per statement, like the gate with tickets ≥ calls.
@@ -597,6 +634,9 @@ fn baseline_worker(sh: &Shared, t: usize, sem: &MutexCondvarSemaphore, calls: u3
         sh.occ.enter();
         for _ in 0..calls {
             work::spin(iters);
+            if !block.is_zero() {
+                thread::sleep(block);
+            }
         }
         sh.occ.leave();
         sem.release();

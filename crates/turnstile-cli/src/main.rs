@@ -122,7 +122,7 @@ struct GateArgs {
     /// Print the report as JSON on stdout instead of tables.
     #[arg(long)]
     json: bool,
-    /// Policies to run (comma-separated): classic, polling, timer, flifo, unlimited,
+    /// Policies to run (comma-separated): classic, polling, timer, flifo, unlimited, auto,
     /// mutex-condvar. Default: all.
     #[arg(long, value_delimiter = ',')]
     policies: Option<Vec<String>>,
@@ -141,6 +141,10 @@ struct GateArgs {
     /// CPU work per call, microseconds.
     #[arg(long)]
     work_us: Option<f64>,
+    /// A blocking sleep per call inside the slot, declared to nobody, microseconds (0: none):
+    /// a load whose best fixed limit is far above the CPU count.
+    #[arg(long)]
+    block_us: Option<u64>,
     /// The gate's sleep delay (innodb_thread_sleep_delay), microseconds, 0..=1000000.
     #[arg(long)]
     sleep_delay_us: Option<u64>,
@@ -182,6 +186,7 @@ impl GateArgs {
         c.tickets = self.tickets.unwrap_or(c.tickets);
         c.calls = self.calls.unwrap_or(c.calls);
         c.work_us = self.work_us.unwrap_or(c.work_us);
+        c.block_us = self.block_us.unwrap_or(c.block_us);
         c.sleep_delay_us = self.sleep_delay_us.unwrap_or(c.sleep_delay_us);
         if let Some(ms) = self.duration_ms {
             c.duration = Duration::from_millis(ms);
