@@ -244,7 +244,7 @@ impl LimitController {
         // in the window they were bursts (measured: cutting on them anyway held the limit at
         // 35-40 on `bench gate --block-us 200` with 64 threads, 81-86 % of the best fixed
         // limit's throughput, with the CPUs 93 % busy).
-        let late_and_busy = grants > 0 && late * 8 > grants && u.is_none_or(|u| u >= U_LOW);
+        let late_and_busy = grants > 0 && late * 8 > grants && !matches!(u, Some(u) if u < U_LOW);
         let new = if late_and_busy {
             (limit - limit / 4).min(limit.saturating_sub(1))
         } else {
