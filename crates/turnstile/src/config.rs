@@ -57,6 +57,10 @@ impl Policy {
     /// `None` when it has no bound (`timer`'s forced entries, `unlimited`, or limit 0). Like
     /// InnoDB, every counted policy lets a thread back in after a row-lock wait without
     /// checking; the bound holds for threads that do not step out for row-lock waits.
+    /// `auto`'s bound is `2 × limit` for the limit in force (which adapts): its extra
+    /// admissions (sessions back from a declared wait, newcomers running in a waking
+    /// waiter's place) never outnumber the limit. A slot lent while its holder blocked on a
+    /// turnstile lock comes back within another `limit` above that.
     pub fn max_running(self, limit: u32) -> Option<u32> {
         if limit == 0 {
             return None;

@@ -21,18 +21,23 @@
 //!   waiter has not yet begun to run, a newcomer may run in its place (FLIFO's rule, seed
 //!   001), but never while a waiter is past the age cap.
 //! * **A limit that finds itself** ([`LimitController`]): starts at the CPUs the process may
-//!   use; each window it grows while threads queue yet the CPUs are not all busy and grantees
-//!   run promptly, decays towards the CPU count while they are all busy, and is cut by a
-//!   quarter when grantees run late. The same rule, run by a waiter that finds no slot
+//!   use; each window it grows while threads queue yet the CPUs are not all busy, decays
+//!   towards the CPU count while they are all busy, and is cut by a quarter when grantees
+//!   run late while the CPUs are busy. The same rule, run by a waiter that finds no slot
 //!   released for a stall period, is the stall detector: slots held by threads that block
 //!   where nobody declared a wait (seed 004's naive commit) leave the CPUs idle, so the limit
 //!   grows past them.
+//! * **Lock waits step out by themselves** (`gate_hook`): a holder that parks on a
+//!   turnstile lock or condition variable lends its slot ([`AutoCore::lend`]) and takes it
+//!   back after ([`AutoCore::reclaim`]).
 //! * **Overload protection**, off by default: a cap on queued waiters; past it an enter is
 //!   refused at once with a typed reason ([`Step::Reject`]) instead of queueing.
 //!
 //! # Invariants
-//! * Counted inside (`AtomicSlots::inside`) ≤ limit, except transiently inside `try_take`;
-//!   *extra* admissions ≤ limit (checked under the queue lock). Running ≤ 2 × limit.
+//! * Counted inside (`AtomicSlots::inside`) ≤ limit, except transiently inside `try_take`,
+//!   and for slots lent during a lock wait and taken back (`reclaim`), which may bring it to
+//!   2 × limit; *extra* admissions ≤ limit (checked under the queue lock). So running ≤
+//!   2 × limit for threads that do not block on turnstile locks, ≤ 3 × limit with them.
 //! * A waiter is released only by a hand-off that counted it inside (or as extra) first, so a
 //!   newcomer never takes a handed-off slot.
 //! * **No lost wake-up.** A thread queues by incrementing `queued` and then tries for a slot
@@ -961,12 +966,11 @@ mod tests {
         assert_eq!(e1.hold.kind(), HoldKind::Lifo);
         assert_eq!(e2.by, AdmittedBy::Unchecked);
         // Two counted, two extra: 2 × limit. The next one back from a wait queues (first).
-        let id = wait_id(core.enter_after_wait(&4, 0, || {}));
+        wait_id(core.enter_after_wait(&4, 0, || {}));
         wait_id(enter(&core, 5, 0));
         let _ = core.exit(e1.hold, || 0);
         let (who, _) = exit_to(&core, _a.hold, 0).unwrap();
         assert_eq!(who, 4, "priority over the newer plain waiter");
-        let _ = id;
         let _ = core.exit(e2.hold, || 0);
     }
 
