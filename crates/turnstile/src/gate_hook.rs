@@ -22,6 +22,10 @@
 //! slot above the limit while those inside are fewer than twice the limit, else the queue as
 //! a priority waiter (blocking, with the lock held: the slots are held by threads not waiting
 //! for this lock, since those lent theirs).
+//!
+//! Under loom every function here does nothing: loom runs its model threads on one OS thread,
+//! so a thread-local would be shared between them, and its models never park on the real
+//! lock (they drive the lock's algorithm with a table of their own).
 
 use std::cell::RefCell;
 
@@ -54,15 +58,26 @@ fn token() -> usize {
 /// blocks on a turnstile lock.
 #[inline]
 pub(crate) fn register(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) {
+    if cfg!(loom) {
+        return;
+    }
     let me = token();
     if sh.owner.load(Ordering::Relaxed) != me {
-        sh.owner.store(me, Ordering::Relaxed);
-        let _ = CURRENT.try_with(|c| {
-            *c.borrow_mut() = Some(Current {
+        let recorded = CURRENT.try_with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else {
+                return false;
+            };
+            *c = Some(Current {
                 gate: gate.clone(),
                 sh: sh.clone(),
-            })
+            });
+            true
         });
+        if recorded != Ok(true) {
+            // Not recorded (the thread is exiting): this admission lends nothing.
+            return;
+        }
+        sh.owner.store(me, Ordering::Relaxed);
     }
     sh.held.store(SLOT, Ordering::Release);
 }
@@ -76,8 +91,13 @@ pub(crate) fn leave(sh: &SessionShared) -> bool {
 
 /// The session is dropped: forget it on this thread.
 pub(crate) fn forget(sh: &Arc<SessionShared>) {
+    if cfg!(loom) {
+        return;
+    }
     let _ = CURRENT.try_with(|c| {
-        let mut c = c.borrow_mut();
+        let Ok(mut c) = c.try_borrow_mut() else {
+            return;
+        };
         if c.as_ref().is_some_and(|cur| Arc::ptr_eq(&cur.sh, sh)) {
             *c = None;
         }
@@ -87,6 +107,9 @@ pub(crate) fn forget(sh: &Arc<SessionShared>) {
 /// This thread is about to block on a turnstile lock or condition variable: if it holds an
 /// `auto` slot, lend it for the wait.
 pub(crate) fn lend() {
+    if cfg!(loom) {
+        return;
+    }
     let _ = CURRENT.try_with(|c| {
         let Ok(c) = c.try_borrow() else { return };
         let Some(cur) = c.as_ref() else { return };
@@ -112,6 +135,9 @@ pub(crate) fn lend() {
 /// This thread has the lock (or gave up waiting for it): take back a lent slot, by the
 /// reclaim rule (see the module documentation).
 pub(crate) fn reclaim() {
+    if cfg!(loom) {
+        return;
+    }
     let _ = CURRENT.try_with(|c| {
         let Ok(c) = c.try_borrow() else { return };
         let Some(cur) = c.as_ref() else { return };
