@@ -103,10 +103,10 @@ impl Driver {
                     return Step::Admitted(a);
                 }
                 let mut out = Releases::new();
-                let step = c.enter(
+                let step = c.enter_contended(
                     at,
                     sh,
-                    || self.precise_ns(),
+                    self.precise_ns(),
                     || publish_queued(sh, first_wait),
                     &mut out,
                 );

@@ -253,6 +253,8 @@ impl<S: LockStats> RawTurnstileMutex<S> {
     fn lock_slow(&self, deadline: Option<Instant>) -> bool {
         // A thread inside an `auto` gate lends its slot while it sleeps here and takes it
         // back once it has the lock (`gate_hook`; nothing for any other thread).
+        #[cfg(loom)]
+        unreachable!("the model checks drive lock_slow with a table of their own");
         #[cfg(not(loom))]
         {
             let got = lock_slow(
@@ -263,10 +265,8 @@ impl<S: LockStats> RawTurnstileMutex<S> {
                 crate::gate_hook::lend,
             );
             crate::gate_hook::reclaim();
-            return got;
+            got
         }
-        #[cfg(loom)]
-        unreachable!("the model checks drive lock_slow with a table of their own")
     }
 
     #[cold]

@@ -427,7 +427,7 @@ impl<W: Clone> AutoCore<W> {
     ) -> Step {
         match self.try_admit() {
             Some(a) => Step::Admitted(a),
-            None => self.enter_slow(at, waiter, now_ns(), on_queue, out),
+            None => self.enter_contended(at, waiter, now_ns(), on_queue, out),
         }
     }
 
@@ -442,8 +442,10 @@ impl<W: Clone> AutoCore<W> {
         Some(self.admission(by, HoldKind::Slot))
     }
 
+    /// The slow path of [`AutoCore::enter`], for a driver that tried
+    /// [`AutoCore::try_admit`] first.
     #[cold]
-    fn enter_slow(
+    pub fn enter_contended(
         &self,
         at: &Attempt,
         waiter: &W,
