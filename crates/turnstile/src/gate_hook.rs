@@ -104,15 +104,25 @@ pub(crate) fn forget(sh: &Arc<SessionShared>) {
     });
 }
 
-/// This thread is about to block on a turnstile lock or condition variable: if it holds an
-/// `auto` slot, lend it for the wait.
-pub(crate) fn lend() {
+/// Runs `f` with this thread's recorded `auto` session, if there is one (nothing under
+/// loom, or while the thread-local is being torn down or already borrowed).
+fn with_current(f: impl FnOnce(&Current)) {
     if cfg!(loom) {
         return;
     }
     let _ = CURRENT.try_with(|c| {
-        let Ok(c) = c.try_borrow() else { return };
-        let Some(cur) = c.as_ref() else { return };
+        if let Ok(c) = c.try_borrow() {
+            if let Some(cur) = c.as_ref() {
+                f(cur);
+            }
+        }
+    });
+}
+
+/// This thread is about to block on a turnstile lock or condition variable: if it holds an
+/// `auto` slot, lend it for the wait.
+pub(crate) fn lend() {
+    with_current(|cur| {
         let sh = &cur.sh;
         if sh.owner.load(Ordering::Relaxed) != token()
             || sh
@@ -135,12 +145,7 @@ pub(crate) fn lend() {
 /// This thread has the lock (or gave up waiting for it): take back a lent slot, by the
 /// reclaim rule (see the module documentation).
 pub(crate) fn reclaim() {
-    if cfg!(loom) {
-        return;
-    }
-    let _ = CURRENT.try_with(|c| {
-        let Ok(c) = c.try_borrow() else { return };
-        let Some(cur) = c.as_ref() else { return };
+    with_current(|cur| {
         let sh = &cur.sh;
         if sh.held.load(Ordering::Relaxed) != LENT
             || sh

@@ -6,27 +6,13 @@
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use turnstile::{
-    ConfigError, Gate, GateConfig, GateError, GateSnapshot, Policy, SessionState, StepOutReason,
-};
+use turnstile::{ConfigError, Gate, GateConfig, GateError, Policy, SessionState, StepOutReason};
 
-/// Polls the snapshot until `pred` holds; panics after 20 s (a lost wake-up, not slowness).
-fn wait_for(gate: &Gate, what: &str, pred: impl Fn(&GateSnapshot) -> bool) -> GateSnapshot {
-    let start = Instant::now();
-    loop {
-        let s = gate.snapshot();
-        if pred(&s) {
-            return s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "watchdog: never saw {what}; last snapshot:\n{s}"
-        );
-        thread::sleep(Duration::from_millis(1));
-    }
-}
+#[path = "common/wait_for.rs"]
+mod wait_for;
+use wait_for::wait_for;
 
 /// The policies that count row tickets (`auto` grants a time quantum instead: its own tests
 /// are in tests/auto.rs).

@@ -118,8 +118,14 @@ fn auto_with_three_threads_keeps_the_limit_and_hands_off_soundly() {
 
 #[test]
 fn auto_cancel_racing_a_hand_off_leaves_nothing_counted() {
-    loom::model(|| {
-        let g = gate(Policy::Auto, 1);
+    cancel_racing_a_hand_off(Policy::Auto);
+}
+
+/// A cancel racing the hand-off of the slot it waits for: whichever comes first, nothing is
+/// left counted or queued.
+fn cancel_racing_a_hand_off(policy: Policy) {
+    loom::model(move || {
+        let g = gate(policy, 1);
         let mut holder = g.session();
         let mut waiter = g.session();
         let canceler = waiter.canceler();
@@ -139,35 +145,15 @@ fn auto_cancel_racing_a_hand_off_leaves_nothing_counted() {
         w.join().unwrap();
         let snap = g.snapshot();
         assert_eq!((snap.inside, snap.queued), (0, 0));
-        assert_eq!(snap.auto.unwrap().pending, 0);
+        if let Some(a) = snap.auto {
+            assert_eq!(a.pending, 0);
+        }
     });
 }
 
 #[test]
 fn a_cancel_racing_a_hand_off_leaves_nothing_counted() {
-    loom::model(|| {
-        let g = gate(Policy::Classic, 1);
-        let mut holder = g.session();
-        let mut waiter = g.session();
-        let canceler = waiter.canceler();
-        let mut stmt = holder.begin();
-        let call = stmt.enter().unwrap();
-        let w = thread::spawn(move || {
-            let mut stmt = waiter.begin();
-            let r = stmt.enter().map(drop);
-            match r {
-                Ok(()) | Err(GateError::Cancelled { .. }) => {}
-                Err(e) => panic!("unexpected {e:?}"),
-            }
-        });
-        let c = thread::spawn(move || canceler.cancel());
-        drop(call);
-        drop(stmt);
-        c.join().unwrap();
-        w.join().unwrap();
-        let snap = g.snapshot();
-        assert_eq!((snap.inside, snap.queued), (0, 0));
-    });
+    cancel_racing_a_hand_off(Policy::Classic);
 }
 
 /// A raise of the limit is never missed by a thread the policy told to sleep. Under loom a

@@ -39,15 +39,7 @@ impl AtomicSlots {
         if limit != 0 && self.inside.load(Ordering::Relaxed) >= limit {
             return None;
         }
-        let n = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
-        match self.limit.load(Ordering::SeqCst) {
-            0 => Some(AdmittedBy::Unlimited),
-            limit if n <= limit => Some(AdmittedBy::Free),
-            _ => {
-                self.give_back();
-                None
-            }
-        }
+        self.try_take_checked()
     }
 
     /// [`Self::try_take`] without the optimistic look: the increment always happens, so a
