@@ -1,0 +1,2 @@
+//! tmp
+pub mod sql;
