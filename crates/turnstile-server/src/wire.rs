@@ -364,6 +364,7 @@ mod tests {
         let mut answers = Vec::new();
         let mut r = CheckedReader::new(&input[..], &mut answers, 1024);
         assert_eq!(read_all(&mut r).unwrap(), input);
+        drop(r);
         assert!(answers.is_empty());
     }
 
@@ -374,6 +375,7 @@ mod tests {
         let mut answers = Vec::new();
         let mut r = CheckedReader::new(&input[..], &mut answers, 1024);
         assert_eq!(read_all(&mut r).unwrap(), packet(0, b"\x03select 1"));
+        drop(r);
         assert_eq!(answers[4], 0xff);
         assert_eq!(u16::from_le_bytes([answers[5], answers[6]]), 1047);
     }
@@ -385,8 +387,8 @@ mod tests {
         let mut answers = Vec::new();
         let mut r = CheckedReader::new(&input[..], &mut answers, 1024);
         assert!(read_all(&mut r).is_err());
-        assert_eq!(u16::from_le_bytes([answers[5], answers[6]]), 1153);
         assert!(r.refused.unwrap().contains("max_allowed_packet"));
+        assert_eq!(u16::from_le_bytes([answers[5], answers[6]]), 1153);
     }
 
     #[test]
@@ -395,6 +397,7 @@ mod tests {
         let mut answers = Vec::new();
         let mut r = CheckedReader::new(&input[..], &mut answers, 1024);
         assert!(read_all(&mut r).is_err());
+        drop(r);
         assert_eq!(u16::from_le_bytes([answers[5], answers[6]]), 1835);
     }
 }
