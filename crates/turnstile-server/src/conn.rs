@@ -32,7 +32,7 @@ use turnstile_engine::{Connection, EngineError};
 
 use crate::admin::{self, SetError, SetValue};
 use crate::sql::{self, Arg, Col, Kind, Lit, Plan, PlanError, SelectItem, SetKind};
-use crate::wire::{block_on, BlockingWriter, CheckedReader};
+use crate::wire::{block_on, BlockingWriter, CheckedReader, StmtParams};
 use crate::Shared;
 
 /// A socket shared by the reader, the writer and the answers of the packet checks (`&TcpStream`
@@ -72,10 +72,12 @@ where
     S: Send + Sync + 'static,
     for<'a> &'a S: Read + Write,
 {
+    let params = StmtParams::default();
     let reader = CheckedReader::new(
         SharedIo(stream.clone()),
         SharedIo(stream.clone()),
         shared.config.max_packet,
+        params.clone(),
     );
     let writer = BlockingWriter(SharedIo(stream));
     let (gate, generation) = shared.gate.current();
@@ -86,6 +88,7 @@ where
         ctx: Ctx {
             shared: shared.clone(),
             id,
+            params,
         },
         st: Mutex::new(State {
             conn,
@@ -131,6 +134,8 @@ struct State {
 struct Ctx {
     shared: Arc<Shared>,
     id: u32,
+    /// Parameter counts of the prepared statements, for the packet checks.
+    params: StmtParams,
 }
 
 struct Shim {
@@ -290,7 +295,14 @@ fn trim_char(v: &[u8]) -> &[u8] {
     &v[..end]
 }
 
+/// A `CHAR(N)` value: too long is an error (strict mode), except for trailing spaces, which
+/// MySQL removes silently whatever the SQL mode.
 fn fixed<const N: usize>(col: &str, v: &[u8]) -> Result<[u8; N], SqlError> {
+    let v = if v.len() > N && v[N..].iter().all(|b| *b == b' ') {
+        &v[..N]
+    } else {
+        v
+    };
     if v.len() > N {
         return Err(err(
             ErrorKind::ER_DATA_TOO_LONG,
@@ -1076,6 +1088,10 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
                 st.next_stmt = st.next_stmt.wrapping_add(1).max(1);
                 let params: Vec<Column> = (0..p.params).map(|_| text_col("?")).collect();
                 let cols = result_cols(&p.kind);
+                ctx.params
+                    .lock()
+                    .expect("statement params")
+                    .insert(id, p.params as u16);
                 st.prepared.insert(id, Arc::new(p));
                 info.reply(id, &params, &cols).await
             }
@@ -1111,6 +1127,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
                     .into_iter()
                     .map(|p| param_lit(p.value.into_inner()))
                     .collect();
+
                 ctx.run_statement(st, &plan, &bound, results).await
             }
         }
@@ -1124,6 +1141,11 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             .get_mut()
             .expect("connection state")
             .prepared
+            .remove(&stmt);
+        self.ctx
+            .params
+            .lock()
+            .expect("statement params")
             .remove(&stmt);
     }
 
