@@ -702,6 +702,10 @@ impl Ctx {
                 let mut row = Vec::new();
                 for (_, it) in items {
                     row.push(match it {
+                        SelectItem::Var(v) if v == "socket" => match &shared.config.socket {
+                            Some(p) => Cell::Bytes(p.display().to_string().into_bytes()),
+                            None => Cell::Null,
+                        },
                         SelectItem::Var(v) => match admin::variable(shared, v) {
                             Some(s) => Cell::Bytes(s.into_bytes()),
                             None => {

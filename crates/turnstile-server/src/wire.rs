@@ -15,6 +15,8 @@
 //!   does (the crate would answer OK: a silent wrong answer), and `COM_STMT_RESET` with OK;
 //! * closes the connection on a malformed command (empty, or too short for its fixed fields)
 //!   with error 1835 — the crate would panic or answer OK;
+//! * adds a space to `SELECT @@max_allowed_packet`, which the protocol crate would answer
+//!   itself with a fixed 64 MiB, so that the server answers the limit in force;
 //! * completes `COM_STMT_EXECUTE` packets that rely on the types bound by an earlier execution
 //!   (`new_params_bound_flag` = 0, what libmysqlclient/libmariadb — so sysbench — send from the
 //!   second execution on): opensrv-mysql 0.7 does not skip that flag byte and reads every
@@ -383,6 +385,26 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                             self.pos += 4;
                             self.at = At::Skip(len);
                             continue;
+                        }
+                        // opensrv-mysql answers `SELECT @@max_allowed_packet` itself with a fixed
+                        // 64 MiB; a trailing space makes it reach the server, which answers the
+                        // limit in force.
+                        const MAX_PACKET_QUERY: &[u8] = b"select @@max_allowed_packet";
+                        if cmd == COM_QUERY && len == 1 + MAX_PACKET_QUERY.len() {
+                            while self.available().len() < 4 + len {
+                                if !self.fill()? {
+                                    return Ok(0);
+                                }
+                            }
+                            let body = &self.available()[4..4 + len];
+                            if body[1..].eq_ignore_ascii_case(MAX_PACKET_QUERY) {
+                                let mut b = body.to_vec();
+                                b.push(b' ');
+                                self.staged = frame(seq, &b);
+                                self.staged_pos = 0;
+                                self.pos += 4 + len;
+                                continue;
+                            }
                         }
                         if (cmd == COM_STMT_EXECUTE || cmd == COM_STMT_CLOSE) && !self.continuing {
                             while self.available().len() < 4 + len {
