@@ -245,9 +245,8 @@ pub(crate) fn variables(shared: &Shared, pattern: Option<&str>) -> Vec<(String, 
         .collect()
 }
 
-/// `SHOW GLOBAL STATUS [LIKE p]` rows: the gate's counters and gauges (the Prometheus names
-/// of `turnstile::metrics`, without the `_total` suffix... kept as they are there), the
-/// engine's counters, and the server's.
+/// `SHOW GLOBAL STATUS [LIKE p]` rows: the gate's counters and gauges under their Prometheus
+/// names (`turnstile::metrics`), a few more gauges, the engine's counters, and the server's.
 pub(crate) fn status(shared: &Shared, pattern: Option<&str>) -> Vec<(String, String)> {
     let gate = shared.gate.current().0;
     let stats = gate.stats();

@@ -61,9 +61,11 @@ where
     }
 }
 
-/// Parsed text statements kept per connection, by their text. Text-mode statements that
-/// differ only by literals miss; the cache pays off for repeated identical text (BEGIN,
-/// COMMIT, the mysql client's chatter).
+/// Plans of text statements kept per connection, by template (literals made parameters): a
+/// sysbench run in text mode uses about a dozen; 256 leaves room for other clients' statements,
+/// and the cache is emptied when full. Measured on the 2-core VM: planning a point select
+/// costs 13.7 µs and an oltp_insert INSERT 21.0 µs; the scan and lookup of a hit 0.27 µs and
+/// 0.79 µs.
 const TEXT_CACHE: usize = 256;
 
 /// Runs connection `id` on `stream` to its end, on the calling thread.
@@ -1036,10 +1038,25 @@ impl Ctx {
         }
     }
 
-    /// The plan for a text statement, from the connection's cache or parsed.
-    fn text_plan(st: &mut State, sql: &str) -> Result<Arc<Plan>, PlanError> {
+    /// The plan for a text statement and its arguments: the statement's template (its
+    /// literals made parameters, [`sql::normalize`]) from the connection's cache, or planned
+    /// and cached; text the template cannot stand for is planned as it is (and cached by its
+    /// text).
+    fn text_plan(st: &mut State, sql: &str) -> Result<(Arc<Plan>, Vec<Lit>), PlanError> {
         if let Some(p) = st.cache.get(sql) {
-            return Ok(p.clone());
+            return Ok((p.clone(), Vec::new()));
+        }
+        if let Some((template, lits)) = sql::normalize(sql) {
+            if let Some(p) = st.cache.get(&template) {
+                return Ok((p.clone(), lits));
+            }
+            if let Ok(p) = sql::plan(&template) {
+                if p.params == lits.len() {
+                    let p = Arc::new(p);
+                    Self::cache(st, template, p.clone());
+                    return Ok((p, lits));
+                }
+            }
         }
         let p = Arc::new(sql::plan(sql)?);
         if p.params > 0 {
@@ -1047,11 +1064,15 @@ impl Ctx {
                 "'?' placeholders are only accepted in prepared statements".into(),
             ));
         }
+        Self::cache(st, sql.to_string(), p.clone());
+        Ok((p, Vec::new()))
+    }
+
+    fn cache(st: &mut State, key: String, p: Arc<Plan>) {
         if st.cache.len() >= TEXT_CACHE {
             st.cache.clear();
         }
-        st.cache.insert(sql.to_string(), p.clone());
-        Ok(p)
+        st.cache.insert(key, p);
     }
 }
 
@@ -1161,7 +1182,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
         let Shim { ctx, st } = self;
         let st = st.get_mut().expect("connection state");
         match Ctx::text_plan(st, query) {
-            Ok(plan) => ctx.run_statement(st, &plan, &[], results).await,
+            Ok((plan, lits)) => ctx.run_statement(st, &plan, &lits, results).await,
             Err(e) => ctx.answer_error(results, plan_err(e)).await,
         }
     }
