@@ -56,7 +56,7 @@ use redb::{
     WriteTransaction,
 };
 use turnstile::mutex::Instrumented;
-use turnstile::{Call, Gate, GateError, Session, StepOutReason};
+use turnstile::{Call, Gate, GateError, Session, Statement, StepOutReason};
 
 pub mod binlog;
 mod locks;
@@ -1254,6 +1254,40 @@ impl<I: Iterator<Item = Result<Row>>> Iterator for Merged<'_, I> {
     }
 }
 
+/// A cursor's statement: one gate enter per fetch (`next` runs inside the call; the last
+/// finds the end), `to_row` outside it, each row handed to `f` — with [`RowSend::ForceExit`]
+/// (`force_exit`) after a step-out for [`StepOutReason::SendingResults`] while inside.
+fn drive<T>(
+    stmt: &mut Statement<'_>,
+    mut next: impl FnMut() -> Option<Result<T>>,
+    to_row: impl Fn(T) -> Row,
+    force_exit: bool,
+    f: &mut impl FnMut(&Row),
+) -> Result<u64> {
+    let mut n = 0u64;
+    loop {
+        let call = stmt.enter()?;
+        let item = next();
+        drop(call);
+        match item {
+            None => return Ok(n),
+            Some(item) => {
+                let row = to_row(item?);
+                if force_exit && stmt.is_inside() {
+                    // `srv_conc_force_exit_innodb` does nothing for a thread not inside (its
+                    // last ticket already took it out).
+                    stmt.step_out(StepOutReason::SendingResults, || {
+                        f(std::hint::black_box(&row))
+                    });
+                } else {
+                    f(std::hint::black_box(&row));
+                }
+                n += 1;
+            }
+        }
+    }
+}
+
 /// One client connection: a gate session plus the handler calls, the server layer's
 /// [`RowSend`] setting for the rows it sends to the client, its [`CommitMode`], and its open
 /// transaction (dropping the connection rolls it back, as a client disconnect does).
@@ -1656,42 +1690,37 @@ impl Connection {
         let force_exit = sent && self.row_send == RowSend::ForceExit;
         let r = engine.db.begin_read()?;
         let t = open_rows(&r, table)?;
-        let base = t.range(lo..=hi)?.map(|item| {
-            item.map(|(k, v)| Row::decode(k.value(), v.value()))
-                .map_err(EngineError::from)
-        });
-        let empty = BTreeMap::new();
-        let over = match self.txn.writes.get(table) {
-            Some(w) if lo <= hi => w,
-            _ => &empty,
-        };
-        let mut it = Merged {
-            base: base.peekable(),
-            over: over.range(lo.min(hi)..=hi).peekable(),
-        };
         let mut stmt = self.session.begin();
-        let mut n = 0u64;
-        loop {
-            let call = stmt.enter()?;
-            let next = it.next();
-            drop(call);
-            match next {
-                None => break,
-                Some(row) => {
-                    let row = row?;
-                    if force_exit && stmt.is_inside() {
-                        // `srv_conc_force_exit_innodb` does nothing for a thread not inside
-                        // (its last ticket already took it out).
-                        stmt.step_out(StepOutReason::SendingResults, || {
-                            f(std::hint::black_box(&row))
-                        });
-                    } else {
-                        f(std::hint::black_box(&row));
-                    }
-                    n += 1;
-                }
+        let n = match self
+            .txn
+            .writes
+            .get(table)
+            .filter(|w| !w.is_empty() && lo <= hi)
+        {
+            // The common case (no write set): the cursor as it always was, decoding outside
+            // the call.
+            None => {
+                let mut it = t.range(lo..=hi)?;
+                drive(
+                    &mut stmt,
+                    || it.next().map(|item| item.map_err(EngineError::from)),
+                    |(k, v)| Row::decode(k.value(), v.value()),
+                    force_exit,
+                    &mut f,
+                )?
             }
-        }
+            Some(w) => {
+                let base = t.range(lo..=hi)?.map(|item| {
+                    item.map(|(k, v)| Row::decode(k.value(), v.value()))
+                        .map_err(EngineError::from)
+                });
+                let mut it = Merged {
+                    base: base.peekable(),
+                    over: w.range(lo..=hi).peekable(),
+                };
+                drive(&mut stmt, || it.next(), |row| row, force_exit, &mut f)?
+            }
+        };
         drop(stmt);
         engine.stats.rows_read.fetch_add(n, Ordering::Relaxed);
         Ok(n)
@@ -1711,7 +1740,11 @@ impl Connection {
         let engine = self.engine.clone();
         let r = engine.db.begin_read()?;
         let t = open_rows(&r, table)?;
-        let own = self.txn.writes.get(table).and_then(|w| w.get(&id));
+        let own = if self.txn.writes.is_empty() {
+            None
+        } else {
+            self.txn.writes.get(table).and_then(|w| w.get(&id))
+        };
         let mut stmt = self.session.begin();
         let call = stmt.enter()?;
         let row = match own {
