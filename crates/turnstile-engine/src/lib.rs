@@ -2344,6 +2344,62 @@ mod tests {
     }
 
     #[test]
+    fn rebinding_to_another_gate_keeps_the_open_transaction() {
+        let (e, dir) = temp_engine("rebind");
+        e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+        let (g1, g2) = (gate(500), gate(100));
+        let mut c = Connection::new(e.clone(), &g1, "rebind");
+        c.begin_transaction().unwrap();
+        c.insert_row("t", &row(11, 1)).unwrap();
+        c.rebind(&g2);
+        assert!(c.in_transaction());
+        assert!(
+            c.point_select("t", 11).unwrap().is_some(),
+            "own write still seen"
+        );
+        let before = g2.snapshot().counters.admissions;
+        c.commit().unwrap();
+        assert!(
+            g2.snapshot().counters.admissions > before,
+            "the commit went through g2"
+        );
+        assert!(e.contains("t", 11).unwrap());
+        drop(c);
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn without_group_commit_every_commit_pays_its_own_fsync() {
+        let dir =
+            std::env::temp_dir().join(format!("turnstile-engine-serial-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = open_at(&dir, 5);
+        e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+        let g = Gate::new(GateConfig::new(Policy::Classic).limit(2)).unwrap();
+        let hs: Vec<_> = (0..4u32)
+            .map(|i| {
+                let (e, g) = (e.clone(), g.clone());
+                std::thread::spawn(move || {
+                    let mut c = Connection::new(e, &g, format!("ins-{i}"));
+                    let mode = [CommitMode::HoldSlot, CommitMode::ReleaseSlot][i as usize % 2];
+                    for j in 0..3 {
+                        c.insert("t", &row(100 + i * 10 + j, j), mode).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(e.stats.commits.load(Ordering::Relaxed), 12);
+        assert_eq!(e.stats.fsyncs.load(Ordering::Relaxed), 12);
+        assert_eq!(e.stats.group_commits.load(Ordering::Relaxed), 0);
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn commit_mode_names_round_trip() {
         for m in CommitMode::ALL {
             assert_eq!(m.name().parse::<CommitMode>(), Ok(m));
