@@ -1189,6 +1189,14 @@ impl Engine {
     }
 }
 
+// A server moves each connection to its client's thread and shares the engine between them.
+const _: () = {
+    const fn send<T: Send>() {}
+    const fn shared<T: Send + Sync>() {}
+    send::<Connection>();
+    shared::<Engine>();
+};
+
 /// A connection's open transaction: its write set and row locks.
 #[derive(Default)]
 struct Txn {
