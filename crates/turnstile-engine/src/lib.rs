@@ -72,7 +72,8 @@ const TABLES: TableDefinition<&str, ()> = TableDefinition::new("turnstile_tables
 /// Prepared transactions: XID → encoded write set (two-phase commit, step 1).
 const PREPARED: TableDefinition<u64, &[u8]> = TableDefinition::new("turnstile_prepared");
 
-/// The binlog's file name in the data directory (MySQL names its first binlog `…​.000001`).
+/// The binlog's file name in the data directory (MySQL numbers its binlog files from
+/// `.000001`; this engine has one).
 pub const BINLOG_FILE: &str = "binlog.000001";
 
 /// `innodb_lock_wait_timeout`'s default: 50 s (MySQL 5.0–8.0 reference manual).

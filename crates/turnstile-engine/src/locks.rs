@@ -95,6 +95,7 @@ impl LockManager {
             }
             t.waits.insert(txn, key.clone());
             let left = match deadline {
+                // A timeout too long for `Instant` never expires: wake hourly to look again.
                 None => Duration::from_secs(3600),
                 Some(d) => match d.checked_duration_since(Instant::now()) {
                     Some(left) if !left.is_zero() => left,
