@@ -759,17 +759,31 @@ impl Engine {
 
     /// `DROP TABLE name`: its rows and index; `false` if it did not exist. Not transactional
     /// (as in MySQL, DDL is not part of a transaction; the server commits before it).
+    ///
+    /// A table on which an open transaction holds row locks (uncommitted changes) is not
+    /// dropped: [`EngineError::BadInput`] saying so (MySQL's `DROP` waits for the metadata lock
+    /// instead). Once a row is locked, its table stays until the lock is released, so a commit
+    /// never writes into a dropped table.
     pub fn drop_table(&self, name: &str) -> Result<bool> {
         if !self.table_exists(name)? {
             return Ok(false);
         }
-        let mut w = self.db.begin_write()?;
-        w.set_durability(Durability::Immediate);
-        w.delete_table(rows_table(name))?;
-        w.delete_table(index_table(&format!("{name}_k")))?;
-        w.open_table(TABLES)?.remove(name)?;
-        w.open_table(META)?.remove(name)?;
-        w.commit()?;
+        self.locks
+            .while_table_unlocked(name, || -> Result<()> {
+                let mut w = self.db.begin_write()?;
+                w.set_durability(Durability::Immediate);
+                w.delete_table(rows_table(name))?;
+                w.delete_table(index_table(&format!("{name}_k")))?;
+                w.open_table(TABLES)?.remove(name)?;
+                w.open_table(META)?.remove(name)?;
+                w.commit()?;
+                Ok(())
+            })
+            .ok_or_else(|| {
+                EngineError::BadInput(format!(
+                    "Table '{name}' has uncommitted changes in an open transaction; commit or roll it back before dropping the table"
+                ))
+            })??;
         self.autoinc_lock().remove(name);
         Ok(true)
     }
@@ -1362,7 +1376,8 @@ fn write_in_call(
     }
     let key: Key = (table.to_string(), id);
     if !txn.locks.contains(&key) {
-        // The table must exist before a lock is taken on one of its rows.
+        // The table must exist before a lock is taken on one of its rows (and once the lock is
+        // held it cannot be dropped: the read below finds it if it was not dropped meanwhile).
         let r = engine.db.begin_read()?;
         open_rows(&r, table)?;
         drop(r);
@@ -2121,6 +2136,24 @@ mod tests {
         );
         e.ensure_table("loaded", 10, &mut |_, _| {}).unwrap();
         assert_eq!(e.tables().unwrap(), ["loaded", "sbtest2"]);
+        drop(c);
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_table_with_uncommitted_changes_is_not_dropped_until_they_end() {
+        let (e, dir) = temp_engine("ddl-inuse");
+        e.create_table("t").unwrap();
+        let g = gate(500);
+        let mut c = Connection::new(e.clone(), &g, "writer");
+        c.begin_transaction().unwrap();
+        c.insert_row("t", &row(1, 1)).unwrap();
+        let err = e.drop_table("t").unwrap_err();
+        assert!(err.to_string().contains("uncommitted changes"), "{err}");
+        c.commit().unwrap();
+        assert!(e.drop_table("t").unwrap());
+        assert!(!e.table_exists("t").unwrap());
         drop(c);
         drop(e);
         std::fs::remove_dir_all(dir).unwrap();
