@@ -95,6 +95,7 @@ impl LockManager {
             }
             t.waits.insert(txn, key.clone());
             let left = match deadline {
+                // A timeout too long for `Instant` never expires: wake hourly to look again.
                 None => Duration::from_secs(3600),
                 Some(d) => match d.checked_duration_since(Instant::now()) {
                     Some(left) if !left.is_zero() => left,
@@ -125,6 +126,20 @@ impl LockManager {
         }
         drop(t);
         self.released.notify_all();
+    }
+
+    /// Runs `f` while no transaction holds a lock on a row of `table` and none can take one
+    /// (the lock table stays locked during `f`): `None`, without running `f`, if one holds a
+    /// lock there. DDL uses it as MySQL uses metadata locks: a table with uncommitted changes is
+    /// not dropped under them.
+    pub(crate) fn while_table_unlocked<R>(&self, table: &str, f: impl FnOnce() -> R) -> Option<R> {
+        let t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if t.owners.keys().any(|(name, _)| name == table) {
+            return None;
+        }
+        let r = f();
+        drop(t);
+        Some(r)
     }
 
     /// Locks held right now (for checks).
