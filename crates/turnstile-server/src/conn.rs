@@ -148,6 +148,7 @@ struct Shim {
 }
 
 /// A statement's failure, as the client sees it.
+#[derive(Debug)]
 struct SqlError {
     kind: ErrorKind,
     msg: String,
@@ -1190,5 +1191,83 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
     async fn on_init<'a>(&'a mut self, db: &'a str, w: InitWriter<'a, W>) -> io::Result<()> {
         self.st.get_mut().expect("connection state").db = db.to_string();
         w.ok().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn engine_errors_answer_mysqls_codes() {
+        let code = |e: EngineError| engine_err("sbtest", e).kind as u16;
+        assert_eq!(code(EngineError::NoSuchTable("t".into())), 1146);
+        assert_eq!(code(EngineError::TableExists("t".into())), 1050);
+        assert_eq!(
+            code(EngineError::DuplicateKey {
+                table: "t".into(),
+                id: 1
+            }),
+            1062
+        );
+        assert_eq!(code(EngineError::Deadlock), 1213);
+        assert_eq!(code(EngineError::LockWaitTimeout), 1205);
+        assert_eq!(
+            code(EngineError::Gate(GateError::Overloaded {
+                reason: turnstile::OverloadReason::QueueFull { max_waiting: 8 },
+                waited: Duration::ZERO,
+            })),
+            1205
+        );
+        assert_eq!(
+            code(EngineError::Gate(GateError::TimedOut {
+                waited: Duration::ZERO
+            })),
+            1205
+        );
+        assert_eq!(
+            code(EngineError::Gate(GateError::Cancelled {
+                waited: Duration::ZERO
+            })),
+            1317
+        );
+        assert_eq!(code(EngineError::BadInput("x".into())), 1105);
+        let e = engine_err("sbtest", EngineError::NoSuchTable("t9".into()));
+        assert_eq!(e.msg, "Table 'sbtest.t9' doesn't exist");
+    }
+
+    #[test]
+    fn char_values_lose_trailing_spaces_and_too_long_values_are_refused() {
+        assert_eq!(trim_char(b"abc   "), b"abc");
+        assert_eq!(trim_char(b"   "), b"");
+        assert_eq!(&fixed::<4>("c", b"ab").unwrap(), b"ab  ");
+        assert_eq!(
+            &fixed::<4>("c", b"abcd   ").unwrap(),
+            b"abcd",
+            "spaces cut silently"
+        );
+        let e = fixed::<4>("c", b"abcde").unwrap_err();
+        assert_eq!(
+            (e.kind as u16, e.msg.as_str()),
+            (1406, "Data too long for column 'c' at row 1")
+        );
+    }
+
+    #[test]
+    fn id_ranges_are_clamped_to_stored_ids() {
+        assert_eq!(
+            id_range(&Lit::Int(-5), &Lit::Int(3)).ok().flatten(),
+            Some((0, 3))
+        );
+        assert_eq!(id_range(&Lit::Int(5), &Lit::Int(3)).ok().flatten(), None);
+        assert_eq!(id_range(&Lit::Null, &Lit::Int(3)).ok().flatten(), None);
+        assert_eq!(
+            id_range(&Lit::Str(b"7".to_vec()), &Lit::Int(1 << 40))
+                .ok()
+                .flatten(),
+            Some((7, u32::MAX))
+        );
+        assert_eq!(id_point(&Lit::Int(-1)).ok().flatten(), None);
     }
 }
