@@ -69,18 +69,23 @@ where
 const TEXT_CACHE: usize = 256;
 
 /// Runs connection `id` on `stream` to its end, on the calling thread.
-pub(crate) fn run<S>(shared: &Arc<Shared>, id: u32, stream: Arc<S>)
-where
+pub(crate) fn run<S>(
+    shared: &Arc<Shared>,
+    id: u32,
+    stream: Arc<S>,
+    logged_in: Box<dyn FnOnce() + Send>,
+) where
     S: Send + Sync + 'static,
     for<'a> &'a S: Read + Write,
 {
     let params = StmtParams::default();
-    let reader = CheckedReader::new(
+    let mut reader = CheckedReader::new(
         SharedIo(stream.clone()),
         SharedIo(stream.clone()),
         shared.config.max_packet,
         params.clone(),
     );
+    reader.on_first_command(logged_in);
     let writer = BlockingWriter(SharedIo(stream));
     let (gate, generation) = shared.gate.current();
     let mut conn = Connection::new(shared.engine.clone(), &gate, format!("conn {id}"));

@@ -69,6 +69,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// The largest packet accepted from a client (`max_allowed_packet`).
     pub max_packet: usize,
+    /// How long a new connection may take to log in (`connect_timeout`): a client silent for
+    /// longer before its first command is disconnected.
+    pub connect_timeout: Duration,
     /// Log connection errors and refused statements on stderr.
     pub log: bool,
 }
@@ -93,6 +96,8 @@ impl ServerConfig {
             // connection, under this machine's `ulimit -n` of 20000).
             max_connections: 4096,
             max_packet: DEFAULT_MAX_PACKET,
+            // MySQL's connect_timeout default: 10 s.
+            connect_timeout: Duration::from_secs(10),
             log: true,
         }
     }
@@ -313,8 +318,13 @@ fn accept_tcp(shared: Arc<Shared>, listener: TcpListener) {
         match stream {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
+                let _ = s.set_read_timeout(Some(shared.config.connect_timeout));
                 let s = Arc::new(s);
-                admit(&shared, s.clone(), Handle::Tcp(s));
+                let t = s.clone();
+                let logged_in = Box::new(move || {
+                    let _ = t.set_read_timeout(None);
+                });
+                admit(&shared, s.clone(), Handle::Tcp(s), logged_in);
             }
             Err(e) => accept_error(&shared, e),
         }
@@ -328,8 +338,13 @@ fn accept_unix(shared: Arc<Shared>, listener: UnixListener) {
         }
         match stream {
             Ok(s) => {
+                let _ = s.set_read_timeout(Some(shared.config.connect_timeout));
                 let s = Arc::new(s);
-                admit(&shared, s.clone(), Handle::Unix(s));
+                let t = s.clone();
+                let logged_in = Box::new(move || {
+                    let _ = t.set_read_timeout(None);
+                });
+                admit(&shared, s.clone(), Handle::Unix(s), logged_in);
             }
             Err(e) => accept_error(&shared, e),
         }
@@ -358,9 +373,13 @@ fn refuse(shared: &Shared, mut s: impl Write, why: &str) {
     ));
 }
 
-/// Starts a connection's thread, or refuses it.
-fn admit<S>(shared: &Arc<Shared>, stream: Arc<S>, handle: Handle)
-where
+/// Starts a connection's thread, or refuses it. `logged_in` lifts the connect timeout.
+fn admit<S>(
+    shared: &Arc<Shared>,
+    stream: Arc<S>,
+    handle: Handle,
+    logged_in: Box<dyn FnOnce() + Send>,
+) where
     S: Send + Sync + 'static,
     for<'a> &'a S: std::io::Read + Write,
 {
@@ -384,7 +403,7 @@ where
             let shared = thread_shared;
             shared.stats.connections.fetch_add(1, Ordering::Relaxed);
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                conn::run(&shared, id, stream)
+                conn::run(&shared, id, stream, logged_in)
             }));
             if r.is_err() {
                 // The panic message was printed by the panic hook; the connection's guards and

@@ -160,6 +160,8 @@ pub struct CheckedReader<R, E> {
     /// A rewritten packet being handed out, and how much of it was.
     staged: Vec<u8>,
     staged_pos: usize,
+    /// Called when the first command arrives (the login is over).
+    first_command: Option<Box<dyn FnOnce() + Send>>,
 }
 
 /// Parameter counts of a connection's prepared statements, by statement id: written by the
@@ -174,6 +176,7 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
             bound: HashMap::new(),
             staged: Vec::new(),
             staged_pos: 0,
+            first_command: None,
             inner,
             answer,
             max_packet,
@@ -216,6 +219,11 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
             .and_then(|_| self.answer.flush());
         self.refused = Some(format!("{code}: {msg}"));
         io::Error::new(io::ErrorKind::InvalidData, msg)
+    }
+
+    /// Calls `f` when the first command arrives (the connection has logged in).
+    pub fn on_first_command(&mut self, f: Box<dyn FnOnce() + Send>) {
+        self.first_command = Some(f);
     }
 
     /// A `COM_STMT_EXECUTE` packet (`len` bytes of body, all available) forwarded with its
@@ -328,6 +336,9 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                     // handshake response and authentication packets continue the server's
                     // sequence, so they are never 0).
                     if first && seq == 0 {
+                        if let Some(f) = self.first_command.take() {
+                            f();
+                        }
                         if len == 0 {
                             let msg = "Malformed communication packet (empty command)".into();
                             return Err(self.refuse(seq, ER_MALFORMED_PACKET, msg));

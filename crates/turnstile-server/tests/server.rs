@@ -605,6 +605,30 @@ fn malformed_packets_close_that_connection_and_the_others_are_served() {
 }
 
 #[test]
+fn a_client_silent_past_the_connect_timeout_is_disconnected_and_one_that_logged_in_is_not() {
+    let (s, dir) = server_with("connect-timeout", |c| {
+        c.connect_timeout = Duration::from_millis(200)
+    });
+    let mut silent = TcpStream::connect(s.tcp_addr()).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let _greeting = read_packet(&mut silent).unwrap();
+    assert!(closed(&mut silent), "disconnected before logging in");
+    let mut c = connect(&s);
+    // Idle after logging in, for longer than the connect timeout: still connected.
+    let idle = Instant::now();
+    while idle.elapsed() < Duration::from_millis(400) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let got: Option<String> = c.query_first("SELECT c FROM sbtest1 WHERE id=8").unwrap();
+    assert_eq!(got, Some(c_of(8)));
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn an_oversized_packet_is_refused_and_only_that_connection_closes() {
     let (s, dir) = server_with("oversized", |c| c.max_packet = 1 << 20);
     let mut good = connect(&s);
