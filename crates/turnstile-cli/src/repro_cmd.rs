@@ -123,7 +123,7 @@ pub struct OltpArgs {
 pub struct PileupArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// Table counts (comma-separated). Default 4,8,16.
+    /// Table counts (comma-separated). Default 1,4,8,16.
     #[arg(long, value_delimiter = ',')]
     tables: Option<Vec<usize>>,
     /// Seconds per run (default 5; quick 1.5).
@@ -339,7 +339,7 @@ pub fn oltp_chart(r: &oltp::OltpReport, dir: &Path) -> Result<String, String> {
 /// Queries per second against tables for each mode, and each run's time series.
 pub fn pileup_charts(r: &pileup::PileupReport, dir: &Path) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
-    let by_mode = ["hold-slot", "release-slot"].map(|m| Series {
+    let by_mode = ["hold-slot", "release-slot", "group-commit"].map(|m| Series {
         name: m.to_string(),
         points: r
             .runs
@@ -504,7 +504,10 @@ fn all(a: &AllArgs) -> Result<(), String> {
         + t.policies.len() * t.tickets.len()
         + 1
         + o.settings.len() * o.threads.len()
-        + p.tables.iter().map(|n| 2 * (n + 1)).sum::<usize>()
+        + p.tables
+            .iter()
+            .map(|n| pileup::SETTINGS.len() * (n + 1))
+            .sum::<usize>()
         + 1
         + m.settings.len();
     let mut bar = Bar::new(steps);

@@ -336,8 +336,9 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = v["runs"].as_array().unwrap();
-    // classic hold-slot and release-slot, and auto with the naive hold-slot commit.
-    assert_eq!(runs.len(), 3);
+    // classic hold-slot, release-slot and group-commit, and auto with the naive hold-slot
+    // commit.
+    assert_eq!(runs.len(), 4);
     for r in runs {
         assert_eq!(r["found"], r["acknowledged"], "{r}");
         for key in [
@@ -345,6 +346,8 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
             "mode",
             "inserts_per_s",
             "queries_per_s",
+            "fsyncs_per_s",
+            "commits_per_fsync",
             "series",
             "profile",
         ] {
