@@ -841,3 +841,78 @@ fn calibrate_bad_input_exits_2_before_measuring() {
         assert!(out.stdout.is_empty(), "nothing half-written on stdout");
     }
 }
+
+#[test]
+fn serve_answers_a_client_and_stops_on_ctrl_c() {
+    use std::io::{BufRead, Read};
+    let dir = temp("serve");
+    let sock = dir.with_extension("sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_turnstile"))
+        .args(["serve", "--port", "0", "--policy", "classic"])
+        .args(["--data-dir", dir.to_str().unwrap()])
+        .args(["--socket", sock.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run turnstile serve");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    // "turnstile serve: listening on 127.0.0.1:PORT and SOCKET (…)"
+    let addr = line
+        .split_whitespace()
+        .nth(4)
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(line.contains("policy classic"), "{line}");
+    let mut t = std::net::TcpStream::connect(addr).unwrap();
+    let mut head = [0u8; 5];
+    t.read_exact(&mut head).unwrap();
+    assert_eq!(head[4], 10, "protocol version 10 greeting");
+    assert!(sock.exists());
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "serve did not stop on SIGINT"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(!sock.exists(), "the socket file is removed");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn serve_bad_input_exits_2_with_a_clear_message() {
+    for (bad, expect) in [
+        (
+            vec!["--fsync-ms", "20000"],
+            "--fsync-ms 20000 is out of range",
+        ),
+        (vec!["--policy", "lifo"], "invalid value 'lifo'"),
+        (vec!["--row-send", "never"], "invalid value 'never'"),
+        (
+            vec!["--concurrency", "5000"],
+            "limit = 5000 is out of range",
+        ),
+        (
+            vec!["--max-connections", "0"],
+            "--max-connections must be at least 1",
+        ),
+    ] {
+        let mut args = vec!["serve", "--port", "0"];
+        args.extend(bad.iter().copied());
+        let out = turnstile(&args);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{bad:?}: {err}");
+    }
+}
