@@ -18,6 +18,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Bytes of `ts_gate_options.policy`, its NUL included: room for every policy name.
+#define TS_POLICY_NAME_LEN 16
+
+// The smallest `ts_gate_options.size` accepted: the whole first version of the struct
+// (six 4-byte members, the 16-byte name, five 8-byte durations: no padding, one size on
+// every platform).
+#define TS_GATE_OPTIONS_MIN_SIZE 80
+
 // The layout version `ts_gate_stats` fills (`ts_stats.version`). Later versions only append
 // members.
 #define TS_STATS_VERSION 1
@@ -38,9 +46,10 @@ typedef enum {
     TS_BUSY = 2,
     // A handle or pointer argument that must not be NULL was NULL.
     TS_ERR_NULL = -1,
-    // Unknown policy name (expected classic, polling, timer, flifo or unlimited).
+    // Unknown policy name (expected auto, classic, polling, timer, flifo or unlimited).
     TS_ERR_POLICY = -2,
-    // A setting out of range (limit 0..=1000, tickets at least 1).
+    // A setting out of range (limit 0..=1000, tickets at least 1; the limits of every
+    // `ts_gate_options` field are in its documentation).
     TS_ERR_CONFIG = -3,
     // The session's wait timeout (`ts_set_wait_timeout_us`) expired before admission.
     TS_ERR_TIMEOUT = -4,
@@ -62,7 +71,8 @@ typedef enum {
     TS_ERR_REASON = -12,
     // A string argument that is not valid UTF-8.
     TS_ERR_UTF8 = -13,
-    // `ts_gate_stats`: `out->size` is smaller than `TS_STATS_MIN_SIZE`.
+    // `ts_gate_stats`: `out->size` is smaller than `TS_STATS_MIN_SIZE`; `ts_gate_new_with`:
+    // `opts->size` outside what this library accepts (see `ts_gate_options`).
     TS_ERR_SIZE = -14,
     // The session is in use by another thread right now (a session is for one thread at a
     // time); nothing was done.
@@ -77,6 +87,11 @@ typedef enum {
     // An internal panic was caught at the boundary (a bug in turnstile): the handle is only
     // guaranteed to be freeable.
     TS_ERR_PANIC = -19,
+    // The `auto` gate refused the admission to protect itself (`max_waiting` sessions
+    // already queued, or not admitted within `queue_timeout_us`; see `ts_gate_options`):
+    // nothing is counted, the session is outside, and the statement may be retried later or
+    // answered with "server busy".
+    TS_ERR_OVERLOADED = -20,
 } ts_status;
 
 // Why a session declares a blocking wait (`ts_wait_begin`'s `reason`). Pass these as `int`.
@@ -121,6 +136,54 @@ typedef struct ts_mutex ts_mutex;
 // ends the statement and frees the slot. `ts_wait_begin` … `ts_wait_end` brackets a blocking
 // wait during which the slot is freed for others.
 typedef struct ts_session ts_session;
+
+// Every setting of a gate. Fill it with `ts_gate_options_init` (which sets `size` and each
+// field to the policy's default), change what you need, and pass it to `ts_gate_new_with`.
+//
+// **Growing**: `size` is `sizeof(ts_gate_options)` as the caller was compiled. A later
+// version adds members only at the end and accepts a smaller `size` from callers built
+// against an earlier header (the members they lack take their defaults). A `size` below
+// `TS_GATE_OPTIONS_MIN_SIZE`, or above what this library knows (a caller built against a
+// newer header asks for settings this library cannot honour), gives `TS_ERR_SIZE`.
+//
+// Durations are in microseconds. Fields that only one policy reads are ignored by the
+// others, as the Rust `GateConfig` does.
+typedef struct {
+    // `sizeof(ts_gate_options)`; set by `ts_gate_options_init`.
+    uint32_t size;
+    // Threads inside at once, 0..=1000 (0 = unlimited). `auto`: where the limit starts
+    // (default: the CPUs this process may use); it then adapts unless `adaptive_limit` is 0.
+    uint32_t limit;
+    // Enters allowed per admission (InnoDB's `innodb_concurrency_tickets`, default 500), at
+    // least 1. Not read by `auto`, which grants a time quantum instead.
+    uint32_t tickets;
+    // `auto`: refuse a newcomer with `TS_ERR_OVERLOADED` once this many sessions are queued
+    // (0, the default: no cap).
+    uint32_t max_waiting;
+    // `auto`: 1 (the default) lets the limit adapt to the machine; 0 keeps it at `limit`.
+    uint32_t adaptive_limit;
+    // Must be 0 (room for flags).
+    uint32_t reserved;
+    // The policy's name, NUL-terminated within the array (`"auto"`, `"classic"`,
+    // `"polling"`, `"timer"`, `"flifo"`, `"unlimited"`, case-insensitive); an empty string is
+    // `"auto"`. Set by `ts_gate_options_init`.
+    char policy[TS_POLICY_NAME_LEN];
+    // InnoDB's `innodb_thread_sleep_delay`: the sleep before queueing (classic, flifo) or
+    // between polls (polling), default 10,000 µs, at most 1,000,000.
+    uint64_t sleep_delay_us;
+    // polling: InnoDB 5.6's `innodb_adaptive_max_sleep_delay`, the most the adaptive sleep
+    // grows to (default 150,000 µs; 0 = a fixed `sleep_delay_us`), at most 1,000,000.
+    uint64_t adaptive_max_sleep_delay_us;
+    // `auto`: the time a session may run per admission before it yields to a waiter,
+    // default 1,000 µs, 1..=1,000,000.
+    uint64_t quantum_us;
+    // `auto`: past this age the oldest waiter is served before the newest, default
+    // 1,000 µs, at most 1,000,000.
+    uint64_t age_cap_us;
+    // `auto`: refuse with `TS_ERR_OVERLOADED` a session not admitted within this time
+    // (0, the default: wait as long as it takes), at most 3,600,000,000 (an hour).
+    uint64_t queue_timeout_us;
+} ts_gate_options;
 
 // The gate's totals and gauges, from `ts_gate_stats`.
 //
@@ -214,7 +277,9 @@ extern "C" {
 
 // A new gate, or NULL.
 //
-// * `policy`: `"classic"` (InnoDB 5.0–5.5: FIFO queue, hand-off), `"polling"` (InnoDB
+// * `policy`: `"auto"` (turnstile's own: a time quantum, a self-adjusting limit, the
+//   newest waiter first within an age cap; `limit` is where its limit starts and `tickets`
+//   is unused), `"classic"` (InnoDB 5.0–5.5: FIFO queue, hand-off), `"polling"` (InnoDB
 //   5.6–8.0), `"timer"` (MySQL 5.4), `"flifo"` (classic with the LIFO rule) or
 //   `"unlimited"`; case-insensitive. NULL gives `TS_ERR_NULL`, not UTF-8 `TS_ERR_UTF8`,
 //   another name `TS_ERR_POLICY`.
@@ -224,7 +289,8 @@ extern "C" {
 //   `TS_ERR_CONFIG`.
 // * `status`: if not NULL, receives `TS_OK` or the error.
 //
-// The sleep delays are InnoDB's defaults (10 ms before queueing or between polls).
+// The sleep delays are InnoDB's defaults (10 ms before queueing or between polls), and
+// `auto`'s settings its defaults; `ts_gate_new_with` sets every one.
 //
 // # Safety
 // `policy` is NULL or a NUL-terminated string; `status` is NULL or points to a writable `int`.
@@ -291,6 +357,25 @@ int ts_mutex_trylock(ts_mutex *m);
 // # Safety
 // `m` is NULL or a live mutex.
 int ts_mutex_unlock(ts_mutex *m);
+
+// Fills `*opts` with the defaults of `policy` (NULL = `"auto"`): `size`, every setting, and
+// the policy's name copied into `opts->policy`. Returns `TS_OK`, `TS_ERR_NULL` (NULL
+// `opts`), `TS_ERR_UTF8` or `TS_ERR_POLICY` (nothing written then).
+//
+// # Safety
+// `opts` is NULL or points to `sizeof(ts_gate_options)` writable bytes; `policy` is NULL or a
+// NUL-terminated string.
+int ts_gate_options_init(ts_gate_options *opts, const char *policy);
+
+// A new gate with every setting of `*opts`, or NULL; `*status` (if not NULL) receives
+// `TS_OK` or the error: `TS_ERR_NULL` (NULL `opts`), `TS_ERR_SIZE` (see `ts_gate_options`),
+// `TS_ERR_UTF8`, `TS_ERR_POLICY`, or `TS_ERR_CONFIG` (a setting out of its documented range,
+// `adaptive_limit` not 0 or 1, `reserved` not 0). `opts` is only read during the call.
+//
+// # Safety
+// `opts` is NULL or points to a readable `ts_gate_options` of at least `opts->size` bytes;
+// `status` is NULL or points to a writable `int`.
+ts_gate *ts_gate_new_with(const ts_gate_options *opts, int *status);
 
 // A new session on `gate`, or NULL (NULL gate, a name that is not UTF-8, or an internal
 // panic; `ts_session_new_with_status` says which). `name` is a label shown in

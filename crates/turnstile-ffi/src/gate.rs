@@ -28,7 +28,9 @@ pub(crate) unsafe fn utf8<'a>(s: *const c_char) -> Result<&'a str, ts_status> {
 
 /// A new gate, or NULL.
 ///
-/// * `policy`: `"classic"` (InnoDB 5.0–5.5: FIFO queue, hand-off), `"polling"` (InnoDB
+/// * `policy`: `"auto"` (turnstile's own: a time quantum, a self-adjusting limit, the
+///   newest waiter first within an age cap; `limit` is where its limit starts and `tickets`
+///   is unused), `"classic"` (InnoDB 5.0–5.5: FIFO queue, hand-off), `"polling"` (InnoDB
 ///   5.6–8.0), `"timer"` (MySQL 5.4), `"flifo"` (classic with the LIFO rule) or
 ///   `"unlimited"`; case-insensitive. NULL gives `TS_ERR_NULL`, not UTF-8 `TS_ERR_UTF8`,
 ///   another name `TS_ERR_POLICY`.
@@ -38,7 +40,8 @@ pub(crate) unsafe fn utf8<'a>(s: *const c_char) -> Result<&'a str, ts_status> {
 ///   `TS_ERR_CONFIG`.
 /// * `status`: if not NULL, receives `TS_OK` or the error.
 ///
-/// The sleep delays are InnoDB's defaults (10 ms before queueing or between polls).
+/// The sleep delays are InnoDB's defaults (10 ms before queueing or between polls), and
+/// `auto`'s settings its defaults; `ts_gate_new_with` sets every one.
 ///
 /// # Safety
 /// `policy` is NULL or a NUL-terminated string; `status` is NULL or points to a writable `int`.

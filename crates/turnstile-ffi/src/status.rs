@@ -21,9 +21,10 @@ pub enum ts_status {
     TS_BUSY = 2,
     /// A handle or pointer argument that must not be NULL was NULL.
     TS_ERR_NULL = -1,
-    /// Unknown policy name (expected classic, polling, timer, flifo or unlimited).
+    /// Unknown policy name (expected auto, classic, polling, timer, flifo or unlimited).
     TS_ERR_POLICY = -2,
-    /// A setting out of range (limit 0..=1000, tickets at least 1).
+    /// A setting out of range (limit 0..=1000, tickets at least 1; the limits of every
+    /// `ts_gate_options` field are in its documentation).
     TS_ERR_CONFIG = -3,
     /// The session's wait timeout (`ts_set_wait_timeout_us`) expired before admission.
     TS_ERR_TIMEOUT = -4,
@@ -45,7 +46,8 @@ pub enum ts_status {
     TS_ERR_REASON = -12,
     /// A string argument that is not valid UTF-8.
     TS_ERR_UTF8 = -13,
-    /// `ts_gate_stats`: `out->size` is smaller than `TS_STATS_MIN_SIZE`.
+    /// `ts_gate_stats`: `out->size` is smaller than `TS_STATS_MIN_SIZE`; `ts_gate_new_with`:
+    /// `opts->size` outside what this library accepts (see `ts_gate_options`).
     TS_ERR_SIZE = -14,
     /// The session is in use by another thread right now (a session is for one thread at a
     /// time); nothing was done.
@@ -60,10 +62,15 @@ pub enum ts_status {
     /// An internal panic was caught at the boundary (a bug in turnstile): the handle is only
     /// guaranteed to be freeable.
     TS_ERR_PANIC = -19,
+    /// The `auto` gate refused the admission to protect itself (`max_waiting` sessions
+    /// already queued, or not admitted within `queue_timeout_us`; see `ts_gate_options`):
+    /// nothing is counted, the session is outside, and the statement may be retried later or
+    /// answered with "server busy".
+    TS_ERR_OVERLOADED = -20,
 }
 
 /// Every status, in code order from `TS_OK`.
-pub(crate) const ALL: [ts_status; 22] = [
+pub(crate) const ALL: [ts_status; 23] = [
     ts_status::TS_OK,
     ts_status::TS_ADMITTED,
     ts_status::TS_BUSY,
@@ -86,6 +93,7 @@ pub(crate) const ALL: [ts_status; 22] = [
     ts_status::TS_ERR_DEADLOCK,
     ts_status::TS_ERR_OTHER,
     ts_status::TS_ERR_PANIC,
+    ts_status::TS_ERR_OVERLOADED,
 ];
 
 impl ts_status {
@@ -107,10 +115,10 @@ impl ts_status {
             ts_status::TS_BUSY => c"mutex is held",
             ts_status::TS_ERR_NULL => c"null handle or pointer",
             ts_status::TS_ERR_POLICY => {
-                c"unknown gate policy: expected classic, polling, timer, flifo or unlimited"
+                c"unknown gate policy: expected auto, classic, polling, timer, flifo or unlimited"
             }
             ts_status::TS_ERR_CONFIG => {
-                c"setting out of range (limit: 0..=1000, tickets: at least 1)"
+                c"setting out of range (limit: 0..=1000, tickets: at least 1, durations: see ts_gate_options)"
             }
             ts_status::TS_ERR_TIMEOUT => c"admission timed out",
             ts_status::TS_ERR_CANCELLED => c"admission cancelled",
@@ -124,12 +132,15 @@ impl ts_status {
             ts_status::TS_ERR_MISUSE => c"call out of order",
             ts_status::TS_ERR_REASON => c"unknown wait reason",
             ts_status::TS_ERR_UTF8 => c"string is not valid UTF-8",
-            ts_status::TS_ERR_SIZE => c"ts_stats size too small",
+            ts_status::TS_ERR_SIZE => c"struct size not accepted (ts_stats too small, or ts_gate_options of another version)",
             ts_status::TS_ERR_BUSY => c"session in use by another thread",
             ts_status::TS_ERR_NOT_OWNER => c"mutex not held by the calling thread",
             ts_status::TS_ERR_DEADLOCK => c"mutex already held by the calling thread",
             ts_status::TS_ERR_OTHER => c"unnamed error",
             ts_status::TS_ERR_PANIC => c"internal panic caught at the C boundary",
+            ts_status::TS_ERR_OVERLOADED => {
+                c"admission refused: the gate is overloaded (queue full or queue timeout)"
+            }
         }
     }
 }
@@ -145,6 +156,7 @@ pub(crate) fn gate_error(e: &GateError) -> ts_status {
     match e {
         GateError::Cancelled { .. } => ts_status::TS_ERR_CANCELLED,
         GateError::TimedOut { .. } => ts_status::TS_ERR_TIMEOUT,
+        GateError::Overloaded { .. } => ts_status::TS_ERR_OVERLOADED,
         GateError::Misuse(m) => match m {
             Misuse::NestedEnter => ts_status::TS_ERR_NESTED_ENTER,
             Misuse::ExitWithoutEnter => ts_status::TS_ERR_EXIT_WITHOUT_ENTER,
@@ -190,7 +202,7 @@ mod tests {
                 assert_ne!(a.message(), b.message());
             }
         }
-        assert_eq!(ALL.len(), 22);
+        assert_eq!(ALL.len(), 23);
     }
 
     #[test]

@@ -68,3 +68,148 @@ fn zero_tickets_is_a_config_error_that_strerror_names() {
     let msg = unsafe { CStr::from_ptr(ts_strerror(st)) }.to_str().unwrap();
     assert!(msg.contains("tickets"), "TS_ERR_CONFIG's message: {msg:?}");
 }
+
+/// `ts_gate_options`: `ts_gate_options_init` gives the policy's defaults, `ts_gate_new_with`
+/// builds exactly that gate, and a refused setting is a status with nothing built.
+#[test]
+fn gate_options_build_every_policy_and_refuse_bad_sizes_and_settings() {
+    use std::mem::MaybeUninit;
+    // SAFETY: `o` is a writable ts_gate_options; the policy strings are NUL-terminated
+    // literals that outlive every call; every gate built is freed once.
+    unsafe {
+        let mut o = MaybeUninit::<ts_gate_options>::uninit();
+        assert_eq!(ts_gate_options_init(o.as_mut_ptr(), std::ptr::null()), OK);
+        let mut o = o.assume_init();
+        assert_eq!(o.size, TS_GATE_OPTIONS_MIN_SIZE);
+        assert_eq!(
+            (o.adaptive_limit, o.quantum_us, o.max_waiting),
+            (1, 1000, 0)
+        );
+
+        // auto with overload protection: one slot, nobody may queue.
+        o.limit = 1;
+        o.adaptive_limit = 0;
+        o.max_waiting = 1;
+        let mut st = 12345;
+        let g = ts_gate_new_with(&o, &mut st);
+        assert_eq!(st, OK);
+        assert!(!g.is_null());
+        let a = ts_session_new(g, c"a".as_ptr());
+        let b = ts_session_new(g, c"b".as_ptr());
+        let c = ts_session_new(g, c"c".as_ptr());
+        assert_eq!(ts_enter(a), ADMITTED);
+        // `b` queues (the one place allowed) on another thread; `c` is refused at once.
+        let b_addr = b as usize;
+        let waiter = std::thread::spawn(move || ts_enter(b_addr as *mut ts_session));
+        let mut stats = MaybeUninit::<ts_stats>::zeroed().assume_init();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            stats.size = std::mem::size_of::<ts_stats>() as u32;
+            assert_eq!(ts_gate_stats(g, &mut stats), OK);
+            if stats.waiting == 1 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "b never queued");
+            std::thread::yield_now();
+        }
+        assert_eq!(ts_enter(c), ts_status::TS_ERR_OVERLOADED as i32);
+        let msg = CStr::from_ptr(ts_strerror(ts_status::TS_ERR_OVERLOADED as i32));
+        assert!(msg.to_str().unwrap().contains("overloaded"), "{msg:?}");
+        assert_eq!(ts_exit(a), OK);
+        assert_eq!(ts_force_exit(a), OK);
+        assert_eq!(waiter.join().unwrap(), ADMITTED);
+        assert_eq!(ts_force_exit(b), OK);
+        for s in [a, b, c] {
+            ts_session_free(s);
+        }
+        ts_gate_free(g);
+
+        // Every named policy builds from its own defaults.
+        for name in [
+            c"classic",
+            c"polling",
+            c"timer",
+            c"flifo",
+            c"unlimited",
+            c"AUTO",
+        ] {
+            let mut o = MaybeUninit::<ts_gate_options>::uninit();
+            assert_eq!(ts_gate_options_init(o.as_mut_ptr(), name.as_ptr()), OK);
+            let g = ts_gate_new_with(o.as_ptr(), &mut st);
+            assert_eq!(st, OK, "{name:?}");
+            ts_gate_free(g);
+        }
+
+        // Refusals: nothing built, the status names why.
+        let refused = |o: &ts_gate_options, want: ts_status| {
+            let mut st = 12345;
+            assert!(ts_gate_new_with(o, &mut st).is_null());
+            assert_eq!(st, want as i32, "{o:?}");
+        };
+        let mut o = MaybeUninit::<ts_gate_options>::uninit();
+        assert_eq!(
+            ts_gate_options_init(o.as_mut_ptr(), c"classic".as_ptr()),
+            OK
+        );
+        let good = o.assume_init();
+        refused(&ts_gate_options { size: 8, ..good }, ts_status::TS_ERR_SIZE);
+        refused(
+            &ts_gate_options {
+                size: good.size + 8,
+                ..good
+            },
+            ts_status::TS_ERR_SIZE,
+        );
+        refused(
+            &ts_gate_options {
+                limit: 1001,
+                ..good
+            },
+            ts_status::TS_ERR_CONFIG,
+        );
+        refused(
+            &ts_gate_options { tickets: 0, ..good },
+            ts_status::TS_ERR_CONFIG,
+        );
+        refused(
+            &ts_gate_options {
+                quantum_us: 0,
+                ..good
+            },
+            ts_status::TS_ERR_CONFIG,
+        );
+        refused(
+            &ts_gate_options {
+                adaptive_limit: 2,
+                ..good
+            },
+            ts_status::TS_ERR_CONFIG,
+        );
+        refused(
+            &ts_gate_options {
+                reserved: 1,
+                ..good
+            },
+            ts_status::TS_ERR_CONFIG,
+        );
+        refused(
+            &ts_gate_options {
+                policy: {
+                    let mut n = [0; TS_POLICY_NAME_LEN];
+                    for (d, s) in n.iter_mut().zip(b"fifo") {
+                        *d = *s as std::ffi::c_char;
+                    }
+                    n
+                },
+                ..good
+            },
+            ts_status::TS_ERR_POLICY,
+        );
+        assert!(ts_gate_new_with(std::ptr::null(), &mut st).is_null());
+        assert_eq!(st, ts_status::TS_ERR_NULL as i32);
+        assert_eq!(
+            ts_gate_options_init(std::ptr::null_mut(), std::ptr::null()),
+            ts_status::TS_ERR_NULL as i32
+        );
+    }
+}

@@ -18,6 +18,7 @@ use std::time::Duration;
 pub mod mixed;
 pub mod oltp;
 pub mod pileup;
+pub mod sysbench;
 pub mod tickets;
 
 static STOP: AtomicBool = AtomicBool::new(false);
