@@ -12,6 +12,7 @@ use turnstile_bench::mutex::{self as mutex_bench, LockVariant, MutexBenchConfig}
 mod calibrate_cmd;
 mod metrics_file;
 mod repro_cmd;
+mod serve_cmd;
 mod sim_cmd;
 mod table;
 
@@ -34,6 +35,9 @@ enum Command {
     /// Reproduce the seed experiments on the embedded engine.
     #[command(subcommand)]
     Repro(repro_cmd::Repro),
+    /// Serve the engine over the MySQL protocol (TCP and a Unix socket; no authentication),
+    /// one OS thread per connection, until Ctrl-C.
+    Serve(serve_cmd::ServeArgs),
     /// Simulate an N-core machine running the same gate policies.
     Sim(sim_cmd::SimArgs),
     /// Measure this machine's parameters for the simulator (context switch, cache refill,
@@ -305,6 +309,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Repro(r) => repro_cmd::run(r),
         Command::Sim(a) => sim_cmd::run(a),
+        Command::Serve(a) => serve_cmd::run(a),
         Command::Calibrate(a) => calibrate_cmd::run(a),
         Command::Bench(Bench::Gate(args)) => bench_gate(args),
         Command::Bench(Bench::Mutex(args)) => bench_mutex(args),

@@ -335,9 +335,7 @@ fn structural(stmt: &Statement, sql: &str) -> Result<Option<Plan>, PlanError> {
         Statement::ShowDatabases { .. } => plan_of(Kind::ShowDatabases),
         Statement::ShowTables { .. } => plan_of(Kind::ShowTables),
         Statement::ShowStatus { filter, .. } => plan_of(Kind::ShowStatus(like(filter, sql)?)),
-        Statement::ShowVariables { filter, .. } => {
-            plan_of(Kind::ShowVariables(like(filter, sql)?))
-        }
+        Statement::ShowVariables { filter, .. } => plan_of(Kind::ShowVariables(like(filter, sql)?)),
         Statement::ShowVariable { variable } => {
             let words: Vec<String> = variable
                 .iter()
@@ -413,9 +411,10 @@ fn select_exprs(q: &ast::Query) -> Option<Plan> {
             _ => return None,
         };
         let (name, it) = match expr {
-            Expr::Identifier(i) if i.value.starts_with("@@") => {
-                (i.value.clone(), SelectItem::Var(i.value[2..].to_ascii_lowercase()))
-            }
+            Expr::Identifier(i) if i.value.starts_with("@@") => (
+                i.value.clone(),
+                SelectItem::Var(i.value[2..].to_ascii_lowercase()),
+            ),
             Expr::CompoundIdentifier(parts)
                 if parts.len() == 2
                     && ["@@session", "@@global", "@@local"]
@@ -428,7 +427,7 @@ fn select_exprs(q: &ast::Query) -> Option<Plan> {
             }
             Expr::Function(f)
                 if f.name.to_string().eq_ignore_ascii_case("database")
-                    && f.to_string().to_ascii_uppercase() == "DATABASE()" =>
+                    && f.to_string().eq_ignore_ascii_case("DATABASE()") =>
             {
                 ("DATABASE()".to_string(), SelectItem::Database)
             }
@@ -468,16 +467,15 @@ fn insert(ins: &ast::Insert, sql: &str) -> Result<Plan, PlanError> {
         || ins.returning.is_some()
         || ins.partitioned.is_some()
         || !ins.after_columns.is_empty()
-        || ins.assignments.len() > 0
+        || !ins.assignments.is_empty()
         || ins.replace_into
     {
         return Err(not_supported("this form of INSERT", sql));
     }
     let mut cols = Vec::new();
     for c in &ins.columns {
-        let col = col_of(&c.value).ok_or_else(|| {
-            not_supported(&format!("INSERT into column '{}'", c.value), sql)
-        })?;
+        let col = col_of(&c.value)
+            .ok_or_else(|| not_supported(&format!("INSERT into column '{}'", c.value), sql))?;
         if cols.contains(&col) {
             return Err(not_supported("a column named twice", sql));
         }
@@ -556,14 +554,21 @@ fn create_table(ct: &ast::CreateTable, sql: &str) -> Result<Plan, PlanError> {
     }
     let mut pk = false;
     for col in &ct.columns {
-        let ok = match (col.name.value.to_ascii_lowercase().as_str(), &col.data_type) {
-            ("id" | "k", DataType::Int(_) | DataType::Integer(_)) => true,
-            ("c", DataType::Char(Some(ast::CharacterLength::IntegerLength { length: 120, .. })))
-            | ("pad", DataType::Char(Some(ast::CharacterLength::IntegerLength { length: 60, .. }))) => {
-                true
-            }
-            _ => false,
-        };
+        let ok = matches!(
+            (col.name.value.to_ascii_lowercase().as_str(), &col.data_type),
+            ("id" | "k", DataType::Int(_) | DataType::Integer(_))
+                | (
+                    "c",
+                    DataType::Char(Some(ast::CharacterLength::IntegerLength {
+                        length: 120,
+                        ..
+                    }))
+                )
+                | (
+                    "pad",
+                    DataType::Char(Some(ast::CharacterLength::IntegerLength { length: 60, .. }))
+                )
+        );
         if !ok {
             return Err(refuse(&format!(
                 "column {} must be {}",
@@ -577,7 +582,9 @@ fn create_table(ct: &ast::CreateTable, sql: &str) -> Result<Plan, PlanError> {
         }
         for o in &col.options {
             match &o.option {
-                ColumnOption::Unique { is_primary: true, .. } if names[0] == "id" => {
+                ColumnOption::Unique {
+                    is_primary: true, ..
+                } if names[0] == "id" => {
                     if col.name.value.eq_ignore_ascii_case("id") {
                         pk = true;
                     } else {
@@ -638,15 +645,18 @@ fn set_statement(set: &ast::Set, sql: &str) -> Result<Plan, PlanError> {
                 .collect();
             let (global, name) = match (scope, &parts[..]) {
                 (Some(ast::ContextModifier::Global), [n]) => (true, n.clone()),
-                (None | Some(ast::ContextModifier::Session), [n])
-                    if !n.starts_with('@') =>
-                {
+                (None | Some(ast::ContextModifier::Session), [n]) if !n.starts_with('@') => {
                     (false, n.clone())
                 }
                 (None, [n]) if n.starts_with("@@") => (false, n[2..].to_string()),
                 (None, [s, n]) if s == "@@global" => (true, n.clone()),
                 (None, [s, n]) if s == "@@session" || s == "@@local" => (false, n.clone()),
-                _ => return Err(not_supported("this SET (user variables, other scopes)", sql)),
+                _ => {
+                    return Err(not_supported(
+                        "this SET (user variables, other scopes)",
+                        sql,
+                    ))
+                }
             };
             if values.len() != 1 {
                 return Err(not_supported("SET with a list of values", sql));

@@ -14,12 +14,20 @@
 //! * answers a command the protocol crate does not know with error 1047 and skips it, as MySQL
 //!   does (the crate would answer OK: a silent wrong answer), and `COM_STMT_RESET` with OK;
 //! * closes the connection on a malformed command (empty, or too short for its fixed fields)
-//!   with error 1835 — the crate would panic or answer OK.
+//!   with error 1835 — the crate would panic or answer OK;
+//! * adds a space to `SELECT @@max_allowed_packet`, which the protocol crate would answer
+//!   itself with a fixed 64 MiB, so that the server answers the limit in force;
+//! * completes `COM_STMT_EXECUTE` packets that rely on the types bound by an earlier execution
+//!   (`new_params_bound_flag` = 0, what libmysqlclient/libmariadb — so sysbench — send from the
+//!   second execution on): opensrv-mysql 0.7 does not skip that flag byte and reads every
+//!   parameter one byte off. The packet is rewritten with the flag set and the types the
+//!   statement was last executed with, which is what the flag means.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io::{self, Read, Write};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -90,6 +98,14 @@ fn ok_packet(seq: u8) -> Vec<u8> {
     p
 }
 
+/// A packet with sequence number `seq` around `body` (shorter than `MAX_PAYLOAD`).
+fn frame(seq: u8, body: &[u8]) -> Vec<u8> {
+    let mut p = (body.len() as u32).to_le_bytes()[..3].to_vec();
+    p.push(seq);
+    p.extend_from_slice(body);
+    p
+}
+
 /// Blocking writes presented as an `AsyncWrite`.
 pub struct BlockingWriter<W>(pub W);
 
@@ -137,12 +153,27 @@ pub struct CheckedReader<R, E> {
     continuing: bool,
     /// Why the connection was closed by a check, for the log.
     pub refused: Option<String>,
+    /// Parameter counts of the connection's prepared statements (kept by the shim).
+    params: StmtParams,
+    /// The parameter types each statement was last executed with.
+    bound: HashMap<u32, Vec<u8>>,
+    /// A rewritten packet being handed out, and how much of it was.
+    staged: Vec<u8>,
+    staged_pos: usize,
 }
+
+/// Parameter counts of a connection's prepared statements, by statement id: written by the
+/// shim when it prepares or closes one, read by the [`CheckedReader`].
+pub type StmtParams = Arc<Mutex<HashMap<u32, u16>>>;
 
 impl<R: Read, E: Write> CheckedReader<R, E> {
     /// Reads from `inner`; answers to refused packets go to `answer`.
-    pub fn new(inner: R, answer: E, max_packet: usize) -> Self {
+    pub fn new(inner: R, answer: E, max_packet: usize, params: StmtParams) -> Self {
         CheckedReader {
+            params,
+            bound: HashMap::new(),
+            staged: Vec::new(),
+            staged_pos: 0,
             inner,
             answer,
             max_packet,
@@ -187,9 +218,63 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
         io::Error::new(io::ErrorKind::InvalidData, msg)
     }
 
+    /// A `COM_STMT_EXECUTE` packet (`len` bytes of body, all available) forwarded with its
+    /// parameter types made explicit: returns the packet to forward.
+    fn complete_execute(&mut self, seq: u8, len: usize) -> io::Result<Vec<u8>> {
+        let body = self.raw[self.pos + 4..self.pos + 4 + len].to_vec();
+        self.pos += 4 + len;
+        let stmt = u32::from_le_bytes([body[1], body[2], body[3], body[4]]);
+        if body[0] == COM_STMT_CLOSE {
+            self.bound.remove(&stmt);
+            return Ok(frame(seq, &body));
+        }
+        let n = self
+            .params
+            .lock()
+            .expect("statement params")
+            .get(&stmt)
+            .copied();
+        let Some(n) = n.filter(|n| *n > 0) else {
+            return Ok(frame(seq, &body));
+        };
+        let n = n as usize;
+        let flag_at = 10 + n.div_ceil(8);
+        let malformed = |r: &mut Self| {
+            let msg = format!("Malformed communication packet (execute of statement {stmt})");
+            r.refuse(seq, ER_MALFORMED_PACKET, msg)
+        };
+        match body.get(flag_at) {
+            Some(1) => {
+                let Some(types) = body.get(flag_at + 1..flag_at + 1 + 2 * n) else {
+                    return Err(malformed(self));
+                };
+                self.bound.insert(stmt, types.to_vec());
+                Ok(frame(seq, &body))
+            }
+            Some(0) => {
+                let Some(types) = self.bound.get(&stmt) else {
+                    return Err(malformed(self));
+                };
+                let mut b = Vec::with_capacity(body.len() + types.len());
+                b.extend_from_slice(&body[..flag_at]);
+                b.push(1);
+                b.extend_from_slice(types);
+                b.extend_from_slice(&body[flag_at + 1..]);
+                Ok(frame(seq, &b))
+            }
+            _ => Err(malformed(self)),
+        }
+    }
+
     /// Copies forwardable bytes into `out`; returns how many (0 = end of stream).
     fn read_checked(&mut self, out: &mut [u8]) -> io::Result<usize> {
         loop {
+            if self.staged_pos < self.staged.len() {
+                let n = (self.staged.len() - self.staged_pos).min(out.len());
+                out[..n].copy_from_slice(&self.staged[self.staged_pos..self.staged_pos + n]);
+                self.staged_pos += n;
+                return Ok(n);
+            }
             match self.at {
                 At::Forward(left) => {
                     if self.available().is_empty() && !self.fill()? {
@@ -301,6 +386,36 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                             self.at = At::Skip(len);
                             continue;
                         }
+                        // opensrv-mysql answers `SELECT @@max_allowed_packet` itself with a fixed
+                        // 64 MiB; a trailing space makes it reach the server, which answers the
+                        // limit in force.
+                        const MAX_PACKET_QUERY: &[u8] = b"select @@max_allowed_packet";
+                        if cmd == COM_QUERY && len == 1 + MAX_PACKET_QUERY.len() {
+                            while self.available().len() < 4 + len {
+                                if !self.fill()? {
+                                    return Ok(0);
+                                }
+                            }
+                            let body = &self.available()[4..4 + len];
+                            if body[1..].eq_ignore_ascii_case(MAX_PACKET_QUERY) {
+                                let mut b = body.to_vec();
+                                b.push(b' ');
+                                self.staged = frame(seq, &b);
+                                self.staged_pos = 0;
+                                self.pos += 4 + len;
+                                continue;
+                            }
+                        }
+                        if (cmd == COM_STMT_EXECUTE || cmd == COM_STMT_CLOSE) && !self.continuing {
+                            while self.available().len() < 4 + len {
+                                if !self.fill()? {
+                                    return Ok(0);
+                                }
+                            }
+                            self.staged = self.complete_execute(seq, len)?;
+                            self.staged_pos = 0;
+                            continue;
+                        }
                     }
                     // Forward the header itself, then the body.
                     let n = 4.min(out.len());
@@ -362,8 +477,9 @@ mod tests {
         input.extend(packet(0, b"\x03select 1"));
         input.extend(packet(0, b"\x01"));
         let mut answers = Vec::new();
-        let mut r = CheckedReader::new(&input[..], &mut answers, 1024);
+        let mut r = CheckedReader::new(&input[..], &mut answers, 1024, StmtParams::default());
         assert_eq!(read_all(&mut r).unwrap(), input);
+        drop(r);
         assert!(answers.is_empty());
     }
 
@@ -372,8 +488,9 @@ mod tests {
         let mut input = packet(0, b"\x09statistics");
         input.extend(packet(0, b"\x03select 1"));
         let mut answers = Vec::new();
-        let mut r = CheckedReader::new(&input[..], &mut answers, 1024);
+        let mut r = CheckedReader::new(&input[..], &mut answers, 1024, StmtParams::default());
         assert_eq!(read_all(&mut r).unwrap(), packet(0, b"\x03select 1"));
+        drop(r);
         assert_eq!(answers[4], 0xff);
         assert_eq!(u16::from_le_bytes([answers[5], answers[6]]), 1047);
     }
@@ -383,18 +500,39 @@ mod tests {
         // Only the header arrives: the refusal does not wait for the body.
         let input = [0x00, 0x10, 0x00, 0x00];
         let mut answers = Vec::new();
-        let mut r = CheckedReader::new(&input[..], &mut answers, 1024);
+        let mut r = CheckedReader::new(&input[..], &mut answers, 1024, StmtParams::default());
         assert!(read_all(&mut r).is_err());
-        assert_eq!(u16::from_le_bytes([answers[5], answers[6]]), 1153);
         assert!(r.refused.unwrap().contains("max_allowed_packet"));
+        assert_eq!(u16::from_le_bytes([answers[5], answers[6]]), 1153);
+    }
+
+    #[test]
+    fn an_execute_without_types_gets_the_types_of_the_last_execution() {
+        let params = StmtParams::default();
+        params.lock().unwrap().insert(7, 1);
+        // stmt 7, flags 0, iterations 1, null bitmap 0, bound 1, type LONG, value 5.
+        let first = packet(0, b"\x17\x07\0\0\0\0\x01\0\0\0\0\x01\x03\0\x05\0\0\0");
+        // Next execution: bound 0, value 6.
+        let second = packet(0, b"\x17\x07\0\0\0\0\x01\0\0\0\0\x00\x06\0\0\0");
+        let mut input = first.clone();
+        input.extend(&second);
+        let mut answers = Vec::new();
+        let mut r = CheckedReader::new(&input[..], &mut answers, 1024, params);
+        let mut expected = first;
+        expected.extend(packet(
+            0,
+            b"\x17\x07\0\0\0\0\x01\0\0\0\0\x01\x03\0\x06\0\0\0",
+        ));
+        assert_eq!(read_all(&mut r).unwrap(), expected);
     }
 
     #[test]
     fn a_truncated_execute_is_malformed() {
         let input = packet(0, b"\x17\x01\x00");
         let mut answers = Vec::new();
-        let mut r = CheckedReader::new(&input[..], &mut answers, 1024);
+        let mut r = CheckedReader::new(&input[..], &mut answers, 1024, StmtParams::default());
         assert!(read_all(&mut r).is_err());
+        drop(r);
         assert_eq!(u16::from_le_bytes([answers[5], answers[6]]), 1835);
     }
 }

@@ -1,0 +1,129 @@
+//! `turnstile serve`: the engine behind a MySQL wire-protocol server (crate
+//! `turnstile-server`), until Ctrl-C.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use turnstile::{GateConfig, Policy};
+use turnstile_bench::repro;
+use turnstile_engine::{CommitMode, RowSend};
+use turnstile_server::{Server, ServerConfig};
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// TCP port (MySQL's is 3306; 3307 leaves it free).
+    #[arg(long, default_value_t = 3307)]
+    port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// Unix socket path (a stale file there is removed on start).
+    #[arg(long, default_value = "/tmp/turnstile.sock")]
+    socket: PathBuf,
+    /// Where the engine keeps its tables and binlog.
+    #[arg(long, default_value = "data/serve")]
+    data_dir: PathBuf,
+    /// Gate policy: classic, polling, timer, flifo, unlimited, auto (default: the library's
+    /// default, auto). Live: SET GLOBAL turnstile_policy = 'flifo'.
+    #[arg(long)]
+    policy: Option<Policy>,
+    /// Threads allowed inside at once (innodb_thread_concurrency), 0..=1000 (default: the
+    /// policy's). Live: SET GLOBAL turnstile_concurrency = 16.
+    #[arg(long)]
+    concurrency: Option<u32>,
+    /// Tickets per admission (innodb_concurrency_tickets), ≥ 1 (default 500). Live: SET
+    /// GLOBAL turnstile_tickets = 500.
+    #[arg(long)]
+    tickets: Option<u32>,
+    /// Rows sent to the client: force-exit (MySQL 5.0/5.1) or keep (5.5+).
+    #[arg(long, default_value = "keep")]
+    row_send: RowSend,
+    /// Commit mode: hold-slot, release-slot or group-commit.
+    #[arg(long, default_value = "group-commit")]
+    commit_mode: CommitMode,
+    /// Extra delay in ms inside every binlog fsync, emulating a slow disk, 0..=10000.
+    #[arg(long, default_value_t = 0)]
+    fsync_ms: u64,
+    /// Connections served at once; one more is answered error 1040 (Too many connections).
+    #[arg(long, default_value_t = 4096)]
+    max_connections: usize,
+    /// Pre-create N sysbench tables sbtest1..sbtestN (with --table-size rows each).
+    #[arg(long, default_value_t = 0)]
+    tables: u32,
+    /// Rows per pre-created table.
+    #[arg(long, default_value_t = 10_000)]
+    table_size: u32,
+}
+
+pub fn run(a: &ServeArgs) -> Result<(), String> {
+    if a.fsync_ms > 10_000 {
+        return Err(format!(
+            "--fsync-ms {} is out of range: 0..=10000",
+            a.fsync_ms
+        ));
+    }
+    if a.max_connections == 0 {
+        return Err("--max-connections must be at least 1".into());
+    }
+    if a.tables > 0 && a.table_size == 0 {
+        return Err("--table-size must be at least 1 with --tables".into());
+    }
+    let mut gate = match a.policy {
+        Some(p) => GateConfig::new(p),
+        None => GateConfig::default(),
+    };
+    if let Some(c) = a.concurrency {
+        gate = gate.limit(c);
+    }
+    if let Some(t) = a.tickets {
+        gate = gate.tickets(t);
+    }
+    gate.validate()
+        .map_err(|e| format!("bad gate setting: {e}"))?;
+    let mut config = ServerConfig::new(&a.data_dir);
+    config.tcp = SocketAddr::new(a.bind, a.port);
+    config.socket = Some(a.socket.clone());
+    config.engine.fsync_delay = Duration::from_millis(a.fsync_ms);
+    config.gate = gate;
+    config.row_send = a.row_send;
+    config.commit_mode = a.commit_mode;
+    config.max_connections = a.max_connections;
+    let server = Server::start(config)?;
+    for i in 1..=a.tables {
+        let name = format!("sbtest{i}");
+        let built = server
+            .engine()
+            .ensure_table(&name, a.table_size, &mut |_, _| {})
+            .map_err(|e| format!("cannot build {name}: {e}"))?;
+        eprintln!(
+            "{name}: {} rows ({})",
+            a.table_size,
+            if built { "built" } else { "reused" }
+        );
+    }
+    let g = server.gate();
+    println!(
+        "turnstile serve: listening on {} and {} (policy {}, concurrency {}, tickets {}, row-send {}, commit {}; no authentication)",
+        server.tcp_addr(),
+        a.socket.display(),
+        g.policy(),
+        g.limit(),
+        g.config().tickets,
+        a.row_send,
+        a.commit_mode.name(),
+    );
+    println!(
+        "connect: mysql -h{} -P{} -uroot   or   mysql -S {} -uroot   (Ctrl-C stops)",
+        server.tcp_addr().ip(),
+        server.tcp_addr().port(),
+        a.socket.display()
+    );
+    while !repro::stopped() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.shutdown();
+    eprintln!("turnstile serve: stopped");
+    Ok(())
+}
