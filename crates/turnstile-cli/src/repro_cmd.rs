@@ -315,11 +315,11 @@ fn sysbench_sweep(
         builtin,
         port,
         &mut |s| {
-            server
+            let gate = server
                 .set_gate_config(s.config())
                 .map_err(ReproError::BadInput)?;
             server.set_row_send(s.row_send);
-            Ok(server.gate())
+            Ok(gate)
         },
         bar,
     )
@@ -509,14 +509,10 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
             let mut bar = Bar::new(1 + points * if sysbench { 2 } else { 1 });
             let r = oltp::run(&c, &cfg, &mut bar).map_err(err);
             let r = match r {
-                Ok(mut r) if sysbench => {
-                    let sb = sysbench_sweep(&c, &cfg, &r.runs, &mut bar);
-                    r.sysbench = Some(sb.map_err(|e| {
-                        bar.finish();
-                        e
-                    })?);
-                    Ok(r)
-                }
+                Ok(mut r) if sysbench => sysbench_sweep(&c, &cfg, &r.runs, &mut bar).map(|sb| {
+                    r.sysbench = Some(sb);
+                    r
+                }),
                 r => r,
             };
             bar.finish();

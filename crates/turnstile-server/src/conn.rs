@@ -67,6 +67,10 @@ where
 const TEXT_CACHE: usize = 256;
 
 /// Runs connection `id` on `stream` to its end, on the calling thread.
+/// Bytes a connection's answers are gathered in before a write: a few dozen sysbench rows
+/// (about 130 bytes each in a packet), as MySQL's `net_buffer_length` (16 KiB) does.
+const WRITE_BUFFER: usize = 16 * 1024;
+
 pub(crate) fn run<S>(shared: &Arc<Shared>, id: u32, stream: Arc<S>)
 where
     S: Send + Sync + 'static,
@@ -79,7 +83,14 @@ where
         shared.config.max_packet,
         params.clone(),
     );
-    let writer = BlockingWriter(SharedIo(stream));
+    // Buffered: the protocol crate writes each packet as a header and a body, and a result
+    // set as one packet per row; unbuffered, that was two syscalls and two TCP segments per
+    // row (TCP_NODELAY is on), and sysbench's read-only transaction (about 3,000 rows sent)
+    // ran at 29 TPS on one connection. The crate flushes at the end of every response.
+    let writer = BlockingWriter(std::io::BufWriter::with_capacity(
+        WRITE_BUFFER,
+        SharedIo(stream),
+    ));
     let (gate, generation) = shared.gate.current();
     let mut conn = Connection::new(shared.engine.clone(), &gate, format!("conn {id}"));
     conn.set_row_send(shared.row_send());

@@ -395,8 +395,16 @@ fn compare_shapes(runs: &mut [SysbenchRun], builtin: &[super::oltp::OltpRun]) ->
         v
     };
     for p in policies {
-        let sb_peak = runs.iter().filter(|r| r.policy == p).map(|r| r.tps).fold(0.0, f64::max);
-        let bi_peak = builtin.iter().filter(|r| r.policy == p).map(|r| r.tps).fold(0.0, f64::max);
+        let sb_peak = runs
+            .iter()
+            .filter(|r| r.policy == p)
+            .map(|r| r.tps)
+            .fold(0.0, f64::max);
+        let bi_peak = builtin
+            .iter()
+            .filter(|r| r.policy == p)
+            .map(|r| r.tps)
+            .fold(0.0, f64::max);
         for r in runs.iter_mut().filter(|r| r.policy == p) {
             r.of_peak = if sb_peak > 0.0 { r.tps / sb_peak } else { 0.0 };
             let bi = builtin
@@ -427,7 +435,9 @@ pub fn markdown(s: &SysbenchSweep) -> String {
         s.version, s.test, s.seconds
     );
     for r in &s.runs {
-        let opt = |v: Option<f64>, scale: f64| v.map_or("–".to_string(), |v| format!("{:.0}", v * scale));
+        let opt = |v: Option<f64>, scale: f64| {
+            v.map_or("–".to_string(), |v| format!("{:.0}", v * scale))
+        };
         md.push_str(&format!(
             "| {} | {} | {:.0} | {:.0} % | {} % | {} | {:.1} | {:.0} | {:.0} | {:.1} | {} |\n",
             r.policy,
@@ -572,7 +582,11 @@ Threads fairness:
             sb("flifo", 16, 900.0),
         ];
         let mut builtin = Vec::new();
-        for (p, t, tps) in [("classic", 1, 1800.0), ("classic", 4, 2000.0), ("flifo", 4, 1000.0)] {
+        for (p, t, tps) in [
+            ("classic", 1, 1800.0),
+            ("classic", 4, 2000.0),
+            ("flifo", 4, 1000.0),
+        ] {
             builtin.push(crate::repro::oltp::OltpRun {
                 policy: p,
                 threads: t,
@@ -599,7 +613,10 @@ Threads fairness:
             runs,
             max_shape_diff_points: worst,
         });
-        assert!(md.contains("| classic | 1 | 500 | 50 % | 90 % | 40 |"), "{md}");
+        assert!(
+            md.contains("| classic | 1 | 500 | 50 % | 90 % | 40 |"),
+            "{md}"
+        );
         assert!(md.contains("**40 points**"), "{md}");
     }
 
