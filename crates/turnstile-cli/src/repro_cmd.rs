@@ -117,6 +117,12 @@ pub struct OltpArgs {
     /// Folder for the TPS chart.
     #[arg(long, default_value = "reports/repro-oltp")]
     out: PathBuf,
+    /// The client: `builtin` (the in-process generator) or `sysbench`, which runs the built-in
+    /// sweep and then the same settings and thread counts with Debian's sysbench 1.0 binary
+    /// (`oltp_read_only`) against `turnstile serve` started in this process, and puts both
+    /// curves in the report (sysbench runs whole seconds: `--seconds` is rounded, at least 1).
+    #[arg(long, default_value = "builtin", value_parser = ["builtin", "sysbench"])]
+    client: String,
 }
 
 #[derive(Args)]
@@ -283,6 +289,45 @@ fn pileup_config(a: &PileupArgs) -> Result<pileup::PileupConfig, String> {
     Ok(c)
 }
 
+/// The sysbench half of `repro oltp --client sysbench`: `turnstile serve` in this process on
+/// the same data directory (the built-in sweep has closed its engine), on a free loopback port,
+/// each setting put in force before its points.
+fn sysbench_sweep(
+    c: &Common,
+    cfg: &oltp::OltpConfig,
+    builtin: &[oltp::OltpRun],
+    bar: &mut Bar,
+) -> Result<repro::sysbench::SysbenchSweep, String> {
+    let first = cfg.settings.first().ok_or("no gate setting to run")?;
+    let mut sc = turnstile_server::ServerConfig::new(&c.data_dir);
+    sc.tcp = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    sc.log = false;
+    sc.gate = first.config();
+    sc.row_send = first.row_send;
+    let server = turnstile_server::Server::start(sc)?;
+    server
+        .engine()
+        .ensure_table(oltp::TABLE, cfg.rows, &mut |d, t| bar.load(d, t))
+        .map_err(|e| e.to_string())?;
+    let port = server.tcp_addr().port();
+    let r = repro::sysbench::sweep(
+        cfg,
+        builtin,
+        port,
+        &mut |s| {
+            let gate = server
+                .set_gate_config(s.config())
+                .map_err(ReproError::BadInput)?;
+            server.set_row_send(s.row_send);
+            Ok(gate)
+        },
+        bar,
+    )
+    .map_err(err);
+    server.shutdown();
+    r
+}
+
 fn err(e: ReproError) -> String {
     match e {
         ReproError::Interrupted => "interrupted (Ctrl-C): the data directory is consistent".into(),
@@ -306,6 +351,19 @@ pub fn oltp_chart(r: &oltp::OltpReport, dir: &Path) -> Result<String, String> {
                 .collect(),
         })
         .collect();
+    if let Some(sb) = &r.sysbench {
+        for s in &r.config.settings {
+            series.push(Series {
+                name: format!("{} (sysbench)", s.name),
+                points: sb
+                    .runs
+                    .iter()
+                    .filter(|x| x.policy == s.name)
+                    .map(|x| (x.threads as f64, x.tps))
+                    .collect(),
+            });
+        }
+    }
     let threads = turnstile_bench::gate::DEFAULT_THREADS;
     series.push(Series {
         name: "seed 001 FLIFO (8 cores)".into(),
@@ -442,8 +500,21 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
         Repro::Oltp(a) => {
             let cfg = oltp_config(a)?;
             let c = a.common.common()?;
-            let mut bar = Bar::new(1 + cfg.settings.len() * cfg.threads.len());
+            let sysbench = a.client == "sysbench";
+            if sysbench {
+                // Before the built-in sweep: a missing binary should not cost its minutes.
+                repro::sysbench::find().map_err(err)?;
+            }
+            let points = cfg.settings.len() * cfg.threads.len();
+            let mut bar = Bar::new(1 + points * if sysbench { 2 } else { 1 });
             let r = oltp::run(&c, &cfg, &mut bar).map_err(err);
+            let r = match r {
+                Ok(mut r) if sysbench => sysbench_sweep(&c, &cfg, &r.runs, &mut bar).map(|sb| {
+                    r.sysbench = Some(sb);
+                    r
+                }),
+                r => r,
+            };
             bar.finish();
             let r = r?;
             eprintln!("chart: {}", oltp_chart(&r, &a.out)?);

@@ -271,6 +271,26 @@ impl Server {
         self.shared.gate.current().0
     }
 
+    /// Puts a gate built from `config` in force, as `SET GLOBAL turnstile_policy` does (each
+    /// connection moves to it at its next statement start); returns it. For tools that drive
+    /// the server in-process (`repro oltp --client sysbench`).
+    pub fn set_gate_config(&self, config: GateConfig) -> Result<turnstile::Gate, String> {
+        self.shared
+            .gate
+            .rebuild(|_, _| config)
+            .map_err(|e| format!("bad gate configuration: {e}"))
+    }
+
+    /// Sets the server layer's handling of rows sent to the client, as `SET GLOBAL
+    /// turnstile_row_send` does.
+    pub fn set_row_send(&self, row_send: RowSend) {
+        let i = RowSend::ALL
+            .iter()
+            .position(|r| *r == row_send)
+            .expect("a RowSend") as u32;
+        self.shared.row_send.store(i, Ordering::Relaxed);
+    }
+
     /// Server-wide counters.
     pub fn stats(&self) -> &ServerStats {
         &self.shared.stats

@@ -151,12 +151,15 @@ impl GateSetting {
     }
 
     fn gate(&self) -> Result<Gate, ReproError> {
-        Ok(Gate::new(
-            GateConfig::new(self.policy)
-                .limit(self.limit)
-                .tickets(self.tickets)
-                .sleep_delay(Duration::from_micros(self.sleep_delay_us)),
-        )?)
+        Ok(Gate::new(self.config())?)
+    }
+
+    /// The gate configuration of this setting.
+    pub fn config(&self) -> GateConfig {
+        GateConfig::new(self.policy)
+            .limit(self.limit)
+            .tickets(self.tickets)
+            .sleep_delay(Duration::from_micros(self.sleep_delay_us))
     }
 }
 
@@ -201,7 +204,7 @@ impl OltpConfig {
 }
 
 /// One point.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct OltpRun {
     /// Gate setting label.
     pub policy: &'static str,
@@ -281,6 +284,9 @@ pub struct OltpReport {
     pub config: OltpConfig,
     /// Points.
     pub runs: Vec<OltpRun>,
+    /// The same sweep driven by sysbench through `turnstile serve` (`--client sysbench`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sysbench: Option<super::sysbench::SysbenchSweep>,
 }
 
 /// A small per-thread PRNG (xorshift64*).
@@ -384,6 +390,7 @@ pub fn run(
     Ok(OltpReport {
         config: cfg.clone(),
         runs,
+        sysbench: None,
     })
 }
 
@@ -809,6 +816,9 @@ pub fn markdown(r: &OltpReport) -> String {
     }
     s.push_str(&per_client_table(r));
     s.push_str(&collapse_summary(r));
+    if let Some(sb) = &r.sysbench {
+        s.push_str(&super::sysbench::markdown(sb));
+    }
     s
 }
 

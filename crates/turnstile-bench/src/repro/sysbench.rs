@@ -264,6 +264,202 @@ pub fn run(bin: &Path, inv: &Invocation, grace: Duration) -> Result<SysbenchResu
     Ok(r)
 }
 
+/// One point of the sysbench sweep: sysbench's figures, what the server process spent, and
+/// the gate's counters per transaction.
+#[derive(Debug, Clone, Serialize)]
+pub struct SysbenchRun {
+    /// Gate setting label (as in the built-in sweep).
+    pub policy: &'static str,
+    /// sysbench threads = connections = server threads.
+    pub threads: usize,
+    /// Transactions per second (sysbench's own figure).
+    pub tps: f64,
+    /// Queries per second.
+    pub qps: f64,
+    /// Transaction latency, ms: average, 95th percentile, maximum (sysbench's).
+    pub avg_ms: f64,
+    /// …
+    pub p95_ms: f64,
+    /// …
+    pub max_ms: f64,
+    /// Errors sysbench ignored and retried (deadlock, lock wait timeout).
+    pub ignored_errors: u64,
+    /// sysbench's CPU ÷ (its wall time × cores): the client's share of the machine.
+    pub client_cpu_share: f64,
+    /// This process's (the server's) CPU ÷ (the run's wall time × cores).
+    pub server_cpu_share: f64,
+    /// Context switches of the server process per transaction.
+    pub cs_per_txn: f64,
+    /// Gate admissions per transaction.
+    pub admissions_per_txn: f64,
+    /// TPS ÷ this setting's highest sysbench TPS.
+    pub of_peak: f64,
+    /// TPS ÷ peak of the built-in client at the same setting and threads, if it ran there.
+    pub builtin_of_peak: Option<f64>,
+    /// `|of_peak − builtin_of_peak|` in points (100 × the difference).
+    pub shape_diff_points: Option<f64>,
+}
+
+/// The sysbench sweep: every setting × thread count of the built-in sweep, through the server.
+#[derive(Debug, Clone, Serialize)]
+pub struct SysbenchSweep {
+    /// `sysbench --version`.
+    pub version: String,
+    /// The sysbench test run.
+    pub test: String,
+    /// Seconds per point (sysbench's `--time`: whole seconds).
+    pub seconds: u64,
+    /// The points.
+    pub runs: Vec<SysbenchRun>,
+    /// The largest shape difference over every point, in points.
+    pub max_shape_diff_points: f64,
+}
+
+/// Runs `sysbench oltp_read_only` against `server` for every setting and thread count of
+/// `cfg`, comparing each curve's shape (TPS ÷ its own peak) with the built-in client's
+/// `builtin` runs at the same points. `server` serves the table [`super::oltp::TABLE`] with
+/// `cfg.rows` rows; `reconfigure` puts a setting in force on it before its points run.
+pub fn sweep(
+    cfg: &super::oltp::OltpConfig,
+    builtin: &[super::oltp::OltpRun],
+    port: u16,
+    reconfigure: &mut dyn FnMut(&super::oltp::GateSetting) -> Result<turnstile::Gate, ReproError>,
+    progress: &mut dyn super::Progress,
+) -> Result<SysbenchSweep, ReproError> {
+    let (bin, version) = find()?;
+    let secs = cfg.duration.as_secs_f64().round().max(1.0) as u64;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut runs = Vec::new();
+    for s in &cfg.settings {
+        let gate = reconfigure(s)?;
+        for &threads in &cfg.threads {
+            if super::stopped() {
+                return Err(ReproError::Interrupted);
+            }
+            progress.step(&format!("oltp (sysbench): {} × {threads} threads", s.name));
+            let inv = Invocation {
+                test: "oltp_read_only".into(),
+                host: "127.0.0.1".into(),
+                port,
+                table_size: cfg.rows,
+                range_size: cfg.range,
+                threads,
+                time: Duration::from_secs(secs),
+            };
+            let c0 = gate.stats().counters;
+            let (u0, t0) = (crate::rusage::Usage::now(), Instant::now());
+            // Connecting 1024 clients and their teardown take seconds on two cores.
+            let r = run(&bin, &inv, Duration::from_secs(60 + threads as u64 / 8))?;
+            let (usage, wall) = (crate::rusage::Usage::now().since(&u0), t0.elapsed());
+            let c1 = gate.stats().counters;
+            let txns = r.transactions.max(1) as f64;
+            runs.push(SysbenchRun {
+                policy: s.name,
+                threads,
+                tps: r.tps,
+                qps: r.qps,
+                avg_ms: r.avg_ms,
+                p95_ms: r.p95_ms,
+                max_ms: r.max_ms,
+                ignored_errors: r.ignored_errors,
+                client_cpu_share: r.client_cpu_share(cores),
+                server_cpu_share: (usage.user + usage.sys).as_secs_f64()
+                    / (wall.as_secs_f64() * cores as f64),
+                // Connections, warm-up and teardown are in the process's counts too; sysbench
+                // counts only the timed transactions: an upper bound per transaction.
+                cs_per_txn: usage.context_switches() as f64 / txns,
+                admissions_per_txn: c1.admissions.saturating_sub(c0.admissions) as f64 / txns,
+                of_peak: 0.0,
+                builtin_of_peak: None,
+                shape_diff_points: None,
+            });
+        }
+    }
+    let max_shape_diff_points = compare_shapes(&mut runs, builtin);
+    Ok(SysbenchSweep {
+        version,
+        test: "oltp_read_only".into(),
+        seconds: secs,
+        runs,
+        max_shape_diff_points,
+    })
+}
+
+/// Fills each run's share of its setting's peak, the built-in client's share at the same
+/// point, and their difference; returns the largest difference (0 when nothing compares).
+fn compare_shapes(runs: &mut [SysbenchRun], builtin: &[super::oltp::OltpRun]) -> f64 {
+    let mut worst = 0.0f64;
+    let policies: Vec<&'static str> = {
+        let mut v: Vec<&'static str> = runs.iter().map(|r| r.policy).collect();
+        v.dedup();
+        v
+    };
+    for p in policies {
+        let sb_peak = runs
+            .iter()
+            .filter(|r| r.policy == p)
+            .map(|r| r.tps)
+            .fold(0.0, f64::max);
+        let bi_peak = builtin
+            .iter()
+            .filter(|r| r.policy == p)
+            .map(|r| r.tps)
+            .fold(0.0, f64::max);
+        for r in runs.iter_mut().filter(|r| r.policy == p) {
+            r.of_peak = if sb_peak > 0.0 { r.tps / sb_peak } else { 0.0 };
+            let bi = builtin
+                .iter()
+                .find(|b| b.policy == p && b.threads == r.threads)
+                .filter(|_| bi_peak > 0.0)
+                .map(|b| b.tps / bi_peak);
+            r.builtin_of_peak = bi;
+            r.shape_diff_points = bi.map(|b| 100.0 * (r.of_peak - b).abs());
+            if let Some(d) = r.shape_diff_points {
+                worst = worst.max(d);
+            }
+        }
+    }
+    worst
+}
+
+/// The sweep as a Markdown section: both clients' shapes per point, and what sysbench cost.
+pub fn markdown(s: &SysbenchSweep) -> String {
+    let mut md = format!(
+        "\n### The same sweep driven by sysbench over the MySQL protocol\n\n`{}` `{}` against \
+         `turnstile serve` in this process, {} s per point. *Of peak* is TPS ÷ the setting's \
+         own highest TPS for each client; the shape target is a difference within 10 points. \
+         Client CPU is sysbench's share of the machine; on two cores it competes with the \
+         server, which the built-in client does not.\n\n\
+         | setting | threads | sysbench TPS | of peak | built-in of peak | diff (points) | p95 ms | client CPU % | server CPU % | admissions/txn | ignored errors |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        s.version, s.test, s.seconds
+    );
+    for r in &s.runs {
+        let opt = |v: Option<f64>, scale: f64| {
+            v.map_or("–".to_string(), |v| format!("{:.0}", v * scale))
+        };
+        md.push_str(&format!(
+            "| {} | {} | {:.0} | {:.0} % | {} % | {} | {:.1} | {:.0} | {:.0} | {:.1} | {} |\n",
+            r.policy,
+            r.threads,
+            r.tps,
+            100.0 * r.of_peak,
+            opt(r.builtin_of_peak, 100.0),
+            opt(r.shape_diff_points, 1.0),
+            r.p95_ms,
+            100.0 * r.client_cpu_share,
+            100.0 * r.server_cpu_share,
+            r.admissions_per_txn,
+            r.ignored_errors
+        ));
+    }
+    md.push_str(&format!(
+        "\nLargest shape difference: **{:.0} points** (target ≤ 10).\n",
+        s.max_shape_diff_points
+    ));
+    md
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +550,74 @@ Threads fairness:
         ] {
             assert!(a.iter().any(|x| x == want), "{want} in {a:?}");
         }
+    }
+
+    fn sb(policy: &'static str, threads: usize, tps: f64) -> SysbenchRun {
+        SysbenchRun {
+            policy,
+            threads,
+            tps,
+            qps: 0.0,
+            avg_ms: 0.0,
+            p95_ms: 0.0,
+            max_ms: 0.0,
+            ignored_errors: 0,
+            client_cpu_share: 0.0,
+            server_cpu_share: 0.0,
+            cs_per_txn: 0.0,
+            admissions_per_txn: 0.0,
+            of_peak: 0.0,
+            builtin_of_peak: None,
+            shape_diff_points: None,
+        }
+    }
+
+    #[test]
+    fn shapes_compare_each_client_against_its_own_peak_per_setting() {
+        let mut runs = vec![
+            sb("classic", 1, 500.0),
+            sb("classic", 4, 1000.0),
+            sb("flifo", 1, 300.0),
+            sb("flifo", 4, 600.0),
+            sb("flifo", 16, 900.0),
+        ];
+        let mut builtin = Vec::new();
+        for (p, t, tps) in [
+            ("classic", 1, 1800.0),
+            ("classic", 4, 2000.0),
+            ("flifo", 4, 1000.0),
+        ] {
+            builtin.push(crate::repro::oltp::OltpRun {
+                policy: p,
+                threads: t,
+                tps,
+                ..Default::default()
+            });
+        }
+        let worst = compare_shapes(&mut runs, &builtin);
+        // classic: sysbench 50 % and 100 % of its peak, built-in 90 % and 100 %.
+        assert_eq!(runs[0].of_peak, 0.5);
+        assert_eq!(runs[0].builtin_of_peak, Some(0.9));
+        assert!((runs[0].shape_diff_points.unwrap() - 40.0).abs() < 1e-9);
+        assert_eq!(runs[1].shape_diff_points, Some(0.0));
+        // flifo: the built-in ran only 4 threads (its peak); 16 threads has no partner.
+        assert!((runs[3].of_peak - 600.0 / 900.0).abs() < 1e-12);
+        assert_eq!(runs[3].builtin_of_peak, Some(1.0));
+        assert_eq!(runs[2].builtin_of_peak, None);
+        assert_eq!(runs[4].shape_diff_points, None);
+        assert!((worst - 40.0).abs() < 1e-9, "{worst}");
+        let md = markdown(&SysbenchSweep {
+            version: "sysbench 1.0.20".into(),
+            test: "oltp_read_only".into(),
+            seconds: 2,
+            runs,
+            max_shape_diff_points: worst,
+        });
+        assert!(
+            md.contains("| classic | 1 | 500 | 50 % | 90 % | 40 |"),
+            "{md}"
+        );
+        assert!(md.contains("**40 points**"), "{md}");
     }
 
     #[test]
