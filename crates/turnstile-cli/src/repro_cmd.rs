@@ -523,7 +523,12 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
         Repro::Pileup(a) => {
             let cfg = pileup_config(a)?;
             let c = a.common.common()?;
-            let steps: usize = cfg.tables.iter().map(|n| 2 * (n + 1)).sum();
+            // Per table count and setting: one step per table prepared, one for the run.
+            let steps: usize = cfg
+                .tables
+                .iter()
+                .map(|n| pileup::SETTINGS.len() * (n + 1))
+                .sum();
             let mut bar = Bar::new(steps);
             let r = pileup::run(&c, &cfg, &mut bar).map_err(err);
             bar.finish();
