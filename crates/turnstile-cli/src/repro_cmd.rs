@@ -24,9 +24,8 @@ pub enum Repro {
     /// Seed 000 extended: two full scans beside 16 point-select sessions through one gate,
     /// the scans' slowdown and the point selects' latency per policy and tickets.
     Mixed(MixedArgs),
-    /// All four with defaults that finish within 10 minutes on two cores (220 s measured
-    /// before `mixed` joined, which adds seconds), writing a report folder (report.md, SVG
-    /// charts, results.json).
+    /// All four with defaults that finish within 10 minutes on two cores (300 s measured),
+    /// writing a report folder (report.md, SVG charts, results.json).
     All(AllArgs),
 }
 

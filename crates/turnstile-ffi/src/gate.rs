@@ -62,20 +62,33 @@ pub unsafe extern "C" fn ts_gate_new(
             Ok(name) => name,
             Err(e) => return (ptr::null_mut(), e),
         };
-        let config = match name.parse::<Policy>() {
-            Ok(p) => GateConfig::new(p).limit(limit).tickets(tickets),
-            Err(e) => return (ptr::null_mut(), config_error(&e)),
-        };
-        match Gate::new(config) {
-            Ok(gate) => (Box::into_raw(Box::new(ts_gate { gate })), ts_status::TS_OK),
+        match name.parse::<Policy>() {
+            Ok(p) => new_gate(GateConfig::new(p).limit(limit).tickets(tickets)),
             Err(e) => (ptr::null_mut(), config_error(&e)),
         }
     });
+    // SAFETY: NULL or a writable int by this function's contract.
+    unsafe { write_status(status, st) };
+    gate
+}
+
+/// A boxed gate for C from `config`, or NULL and the status that refused it.
+pub(crate) fn new_gate(config: GateConfig) -> (*mut ts_gate, ts_status) {
+    match Gate::new(config) {
+        Ok(gate) => (Box::into_raw(Box::new(ts_gate { gate })), ts_status::TS_OK),
+        Err(e) => (ptr::null_mut(), config_error(&e)),
+    }
+}
+
+/// Writes `st` to `*status` unless `status` is NULL.
+///
+/// # Safety
+/// `status` is NULL or points to a writable `int`.
+pub(crate) unsafe fn write_status(status: *mut c_int, st: ts_status) {
     if !status.is_null() {
-        // SAFETY: non-NULL, and points to a writable int by this function's contract.
+        // SAFETY: non-NULL, and writable by this function's contract.
         unsafe { status.write(st.code()) };
     }
-    gate
 }
 
 /// Frees a gate. NULL does nothing. Sessions still open keep the gate's state alive and go on

@@ -5,9 +5,9 @@ use std::mem::size_of;
 use std::ptr;
 use std::time::Duration;
 
-use turnstile::{Gate, GateConfig, Policy};
+use turnstile::{GateConfig, Policy};
 
-use crate::gate::{ts_gate, utf8};
+use crate::gate::{new_gate, ts_gate, utf8, write_status};
 use crate::guard;
 use crate::status::{config_error, ts_status};
 
@@ -200,19 +200,13 @@ pub unsafe extern "C" fn ts_gate_new_with(
         // SAFETY: `size` is this version's whole struct (checked above) and the caller
         // guarantees `size` readable bytes; `read_unaligned` asks nothing of alignment.
         let o = unsafe { opts.read_unaligned() };
-        let config = match config_of(&o) {
-            Ok(c) => c,
-            Err(e) => return (ptr::null_mut(), e),
-        };
-        match Gate::new(config) {
-            Ok(gate) => (Box::into_raw(Box::new(ts_gate { gate })), ts_status::TS_OK),
-            Err(e) => (ptr::null_mut(), config_error(&e)),
+        match config_of(&o) {
+            Ok(c) => new_gate(c),
+            Err(e) => (ptr::null_mut(), e),
         }
     });
-    if !status.is_null() {
-        // SAFETY: non-NULL, and points to a writable int by this function's contract.
-        unsafe { status.write(st.code()) };
-    }
+    // SAFETY: NULL or a writable int by this function's contract.
+    unsafe { write_status(status, st) };
     gate
 }
 

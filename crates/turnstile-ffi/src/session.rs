@@ -153,10 +153,8 @@ pub unsafe extern "C" fn ts_session_new_with_status(
         };
         (Box::into_raw(Box::new(handle)), ts_status::TS_OK)
     });
-    if !status.is_null() {
-        // SAFETY: non-NULL, and points to a writable int by contract.
-        unsafe { status.write(st.code()) };
-    }
+    // SAFETY: NULL or a writable int by this function's contract.
+    unsafe { crate::gate::write_status(status, st) };
     session
 }
 
