@@ -276,11 +276,11 @@ pub struct SysbenchRun {
     pub tps: f64,
     /// Queries per second.
     pub qps: f64,
-    /// Transaction latency, ms: average, 95th percentile, maximum (sysbench's).
+    /// Transaction latency as sysbench measures it, ms: the average.
     pub avg_ms: f64,
-    /// …
+    /// The 95th percentile (sysbench's default percentile).
     pub p95_ms: f64,
-    /// …
+    /// The maximum.
     pub max_ms: f64,
     /// Errors sysbench ignored and retried (deadlock, lock wait timeout).
     pub ignored_errors: u64,
@@ -315,10 +315,12 @@ pub struct SysbenchSweep {
     pub max_shape_diff_points: f64,
 }
 
-/// Runs `sysbench oltp_read_only` against `server` for every setting and thread count of
-/// `cfg`, comparing each curve's shape (TPS ÷ its own peak) with the built-in client's
-/// `builtin` runs at the same points. `server` serves the table [`super::oltp::TABLE`] with
-/// `cfg.rows` rows; `reconfigure` puts a setting in force on it before its points run.
+/// Runs `sysbench oltp_read_only` against the server on 127.0.0.1:`port` for every setting
+/// and thread count of `cfg`, comparing each curve's shape (TPS ÷ its own peak) with the
+/// built-in client's `builtin` runs at the same points. The server serves the table
+/// [`super::oltp::TABLE`] with `cfg.rows` rows; `reconfigure` puts a setting in force on it
+/// before its points run and returns the gate it now uses (whose counters give admissions per
+/// transaction).
 pub fn sweep(
     cfg: &super::oltp::OltpConfig,
     builtin: &[super::oltp::OltpRun],
