@@ -55,6 +55,11 @@ pub struct ServeArgs {
     /// Rows per pre-created table.
     #[arg(long, default_value_t = 10_000)]
     table_size: u32,
+    /// Answer Prometheus scrapes at http://ADDR/metrics (e.g. 127.0.0.1:9104): the gate's
+    /// counters, gauges and histograms, the commit mutex, and the engine's and server's
+    /// counters. Off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<SocketAddr>,
 }
 
 pub fn run(a: &ServeArgs) -> Result<(), String> {
@@ -90,6 +95,7 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
     config.row_send = a.row_send;
     config.commit_mode = a.commit_mode;
     config.max_connections = a.max_connections;
+    config.metrics = a.metrics_addr;
     let server = Server::start(config)?;
     for i in 1..=a.tables {
         let name = format!("sbtest{i}");
@@ -120,6 +126,9 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
         server.tcp_addr().port(),
         a.socket.display()
     );
+    if let Some(m) = server.metrics_addr() {
+        println!("metrics: http://{m}/metrics (Prometheus text)");
+    }
     while !repro::stopped() {
         std::thread::sleep(Duration::from_millis(100));
     }

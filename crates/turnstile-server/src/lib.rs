@@ -38,6 +38,7 @@ use turnstile_engine::{CommitMode, Engine, EngineConfig, RowSend};
 
 pub mod admin;
 mod conn;
+mod metrics_http;
 pub mod sql;
 pub mod wire;
 
@@ -74,6 +75,8 @@ pub struct ServerConfig {
     pub connect_timeout: Duration,
     /// Log connection errors and refused statements on stderr.
     pub log: bool,
+    /// Where to answer Prometheus scrapes (`GET /metrics`, `--metrics-addr`); `None`: nowhere.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl ServerConfig {
@@ -99,6 +102,7 @@ impl ServerConfig {
             // MySQL's connect_timeout default: 10 s.
             connect_timeout: Duration::from_secs(10),
             log: true,
+            metrics: None,
         }
     }
 }
@@ -168,6 +172,7 @@ pub struct Server {
     shared: Arc<Shared>,
     tcp_addr: SocketAddr,
     socket: Option<PathBuf>,
+    metrics_addr: Option<SocketAddr>,
     accept_threads: Vec<JoinHandle<()>>,
 }
 
@@ -182,6 +187,16 @@ impl Server {
         let listener = TcpListener::bind(config.tcp)
             .map_err(|e| format!("cannot listen on {}: {e}", config.tcp))?;
         let tcp_addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let metrics = match config.metrics {
+            None => None,
+            Some(addr) => {
+                let l = TcpListener::bind(addr)
+                    .map_err(|e| format!("cannot listen for metrics on {addr}: {e}"))?;
+                let bound = l.local_addr().map_err(|e| e.to_string())?;
+                Some((l, bound))
+            }
+        };
+        let metrics_addr = metrics.as_ref().map(|m| m.1);
         let unix =
             match &config.socket {
                 None => None,
@@ -242,11 +257,21 @@ impl Server {
                     .map_err(|e| format!("cannot start the accept thread: {e}"))?,
             );
         }
+        if let Some((listener, _)) = metrics {
+            let shared = shared.clone();
+            accept_threads.push(
+                std::thread::Builder::new()
+                    .name("accept-metrics".into())
+                    .spawn(move || metrics_http::serve(shared, listener))
+                    .map_err(|e| format!("cannot start the metrics thread: {e}"))?,
+            );
+        }
         let socket = shared.config.socket.clone();
         Ok(Server {
             shared,
             tcp_addr,
             socket,
+            metrics_addr,
             accept_threads,
         })
     }
@@ -254,6 +279,17 @@ impl Server {
     /// The bound TCP address (the real port when configured with port 0).
     pub fn tcp_addr(&self) -> SocketAddr {
         self.tcp_addr
+    }
+
+    /// Where Prometheus scrapes are answered (`GET /metrics`), if configured (the real port
+    /// when configured with port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The scrape's text: what `GET /metrics` answers now.
+    pub fn prometheus(&self) -> String {
+        metrics_http::prometheus(&self.shared)
     }
 
     /// The Unix socket path, if any.
@@ -309,6 +345,9 @@ impl Server {
         }
         // Wake the accept loops (they check `stopping` after each accept).
         let _ = TcpStream::connect(self.tcp_addr);
+        if let Some(a) = self.metrics_addr {
+            let _ = TcpStream::connect(a);
+        }
         if let Some(p) = &self.socket {
             let _ = UnixStream::connect(p);
         }

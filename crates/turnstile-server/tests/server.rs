@@ -821,3 +821,59 @@ fn many_connections(n: usize) {
 fn two_thousand_connections_at_once_are_all_served() {
     many_connections(2000);
 }
+
+/// One HTTP request to `addr`, the whole answer.
+fn http(addr: std::net::SocketAddr, request: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn a_prometheus_scrape_shows_the_gate_the_commit_mutex_and_the_engines_counters() {
+    let (s, dir) = server_with("metrics", |c| {
+        c.metrics = Some("127.0.0.1:0".parse().unwrap());
+    });
+    let m = s.metrics_addr().expect("metrics configured");
+    let mut c = connect(&s);
+    c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (5001, 1, 'x', 'y')")
+        .unwrap();
+    let _: Vec<String> = c.query("SELECT c FROM sbtest1 WHERE id=5001").unwrap();
+    let got = http(m, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n");
+    let (head, body) = got.split_once("\r\n\r\n").expect("a head and a body");
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    assert!(
+        head.contains(&format!("Content-Length: {}", body.len())),
+        "{head}"
+    );
+    for want in [
+        "turnstile_gate_limit{gate=\"server\"} 4\n",
+        "turnstile_engine_commits_total 1\n",
+        "# TYPE turnstile_server_statements_total counter\n",
+        "turnstile_server_connected 1\n",
+        "lock=\"commit mutex\"",
+    ] {
+        assert!(body.contains(want), "{want:?} missing from:\n{body}");
+    }
+    // Every sample line is `name[{labels}] value` with a number, as a scraper parses it.
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let value = line.rsplit_once(' ').map(|(_, v)| v).unwrap_or("");
+        assert!(value.parse::<f64>().is_ok(), "not a sample: {line:?}");
+    }
+    assert!(
+        s.prometheus()
+            .contains("turnstile_engine_commits_total 1\n"),
+        "Server::prometheus is the scrape's text"
+    );
+    let other = http(m, "GET / HTTP/1.1\r\n\r\n");
+    assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+    let post = http(m, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
