@@ -373,6 +373,9 @@ pub enum Failpoint {
     CrashAfterBinlog,
     /// Sleep this long between the binlog fsync and the apply, so that a kill lands there.
     PauseAfterBinlog(Duration),
+    /// Wait between the binlog fsync and the apply until the failpoint is set to something
+    /// else, so that a test can queue committers behind a group deterministically.
+    HoldAfterBinlog,
 }
 
 /// One change in a write set.
@@ -715,6 +718,16 @@ impl Engine {
     #[doc(hidden)]
     pub fn set_failpoint(&self, fp: Failpoint) {
         *self.failpoint.lock().unwrap_or_else(|p| p.into_inner()) = fp;
+    }
+
+    /// Transactions queued for group commit, waiting for a leader (for tests).
+    #[doc(hidden)]
+    pub fn group_queued(&self) -> usize {
+        self.group
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .queue
+            .len()
     }
 
     /// Every record of the binlog, in commit order.
@@ -1060,6 +1073,12 @@ impl Engine {
             }
             Failpoint::PauseAfterBinlog(d) => {
                 std::thread::sleep(d);
+                Ok(())
+            }
+            Failpoint::HoldAfterBinlog => {
+                while self.failpoint() == Failpoint::HoldAfterBinlog {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 Ok(())
             }
             _ => Ok(()),
@@ -2603,35 +2622,45 @@ mod tests {
     }
 
     #[test]
-    fn group_commit_covers_several_sessions_with_one_fsync() {
+    fn group_commit_covers_the_sessions_queued_during_a_fsync_with_one_fsync() {
         let dir =
             std::env::temp_dir().join(format!("turnstile-engine-group-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let e = open_at(&dir, 20);
+        let e = open_at(&dir, 0);
         e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
         let g = Gate::new(GateConfig::new(Policy::Classic).limit(2)).unwrap();
-        let hs: Vec<_> = (0..8u32)
-            .map(|i| {
-                let (e, g) = (e.clone(), g.clone());
-                std::thread::spawn(move || {
-                    let mut c = Connection::new(e, &g, format!("ins-{i}"));
-                    for j in 0..5 {
-                        c.insert_row("t", &row(100 + i * 10 + j, j)).unwrap();
-                    }
-                })
+        let insert = |i: u32| {
+            let (e, g) = (e.clone(), g.clone());
+            std::thread::spawn(move || {
+                let mut c = Connection::new(e, &g, format!("ins-{i}"));
+                c.insert_row("t", &row(100 + i, i)).unwrap();
             })
-            .collect();
-        for h in hs {
+        };
+        // The first commit is held between its fsync and its apply ...
+        e.set_failpoint(Failpoint::HoldAfterBinlog);
+        let first = insert(0);
+        wait_until("the first fsync", || {
+            e.stats.fsyncs.load(Ordering::Relaxed) == 1
+        });
+        // ... while seven more sessions commit: they queue behind it.
+        let rest: Vec<_> = (1..8).map(insert).collect();
+        wait_until("seven queued commits", || e.group_queued() == 7);
+        e.set_failpoint(Failpoint::Off);
+        first.join().unwrap();
+        for h in rest {
             h.join().unwrap();
         }
-        let commits = e.stats.commits.load(Ordering::Relaxed);
-        let fsyncs = e.stats.fsyncs.load(Ordering::Relaxed);
-        assert_eq!(commits, 40);
-        assert!(fsyncs < commits, "fsyncs {fsyncs}, commits {commits}");
-        assert_eq!(e.stats.group_committed.load(Ordering::Relaxed), 40);
-        assert!(e.stats.mean_group_size() > 1.0);
-        assert_eq!(e.binlog_records().unwrap().len(), 40);
-        assert_eq!(e.count_direct("t").unwrap(), 50);
+        let stats = &e.stats;
+        assert_eq!(stats.commits.load(Ordering::Relaxed), 8);
+        assert_eq!(
+            stats.fsyncs.load(Ordering::Relaxed),
+            2,
+            "one fsync for the seven"
+        );
+        assert_eq!(stats.group_commits.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.group_committed.load(Ordering::Relaxed), 8);
+        assert_eq!(e.binlog_records().unwrap().len(), 8);
+        assert_eq!(e.count_direct("t").unwrap(), 18);
         drop(e);
         std::fs::remove_dir_all(dir).unwrap();
     }
