@@ -1117,15 +1117,17 @@ impl Engine {
     /// leads, committing everything queued with one prepare, one binlog append and one fsync.
     ///
     /// Before its fsync, the leader waits for the connections of the last two groups to queue
-    /// again, for at most half of the last fsync, preparing each arrival as it comes. Without
+    /// again, for at most one last fsync's time, preparing each arrival as it comes. Without
     /// that wait, groups alternate: the members of one group get their result just as the next
     /// group is taken, so each group holds only the sessions that queued during the previous
     /// one (half of the committers: 8 per fsync with 16 inserting sessions, measured with
-    /// `repro pileup`). The bound: a session that misses the group waits for the next one, a
-    /// whole fsync and more, so waiting up to half an fsync for it costs the group less than
-    /// the late session would lose; measured on the 2-core machine with 16 inserting
-    /// sessions, half an fsync gave groups of 10-13.7 where a quarter gave 8.3-11.4. With a
-    /// fast disk the wait is a fraction of a millisecond. (MariaDB's
+    /// `repro pileup`). The bound: N committers in one group commit N per fsync plus wait,
+    /// two alternating groups N per two fsyncs, so waiting pays while it is shorter than one
+    /// fsync. Measured on the 2-core machine with 16 inserting sessions under the classic
+    /// gate (`repro pileup --tables 1,16 --seconds 10`, three runs each): a quarter fsync gave
+    /// groups of 8.3-11.4, half 13.0-14.7 (6.2-8.1 × the 1-table rate, median 6.8), a whole
+    /// fsync 15.4-15.8 (6.9-8.6 ×, median 8.1). With a fast disk the wait is a fraction of a
+    /// millisecond. (MariaDB's
     /// `binlog_commit_wait_count` / `binlog_commit_wait_usec` and MySQL 5.7's
     /// `binlog_group_commit_sync_delay` are the same wait as settings; here it sets itself.)
     fn commit_group(&self, p: Pending) -> Result<()> {
@@ -1156,7 +1158,7 @@ impl Engine {
         mut g: std::sync::MutexGuard<'g, GroupState>,
     ) -> std::sync::MutexGuard<'g, GroupState> {
         let expected = g.expected();
-        let wait = Duration::from_nanos(self.last_fsync_ns.load(Ordering::Relaxed) / 2);
+        let wait = Duration::from_nanos(self.last_fsync_ns.load(Ordering::Relaxed));
         let deadline = Instant::now() + wait;
         let mut prepared: Vec<(u64, Pending)> = Vec::new();
         let mut failed: Vec<(u64, String)> = Vec::new();
@@ -1564,6 +1566,8 @@ impl Connection {
             self.commit()?;
         }
         self.txn.explicit = true;
+        // Under `auto` the transaction's later statements come back ahead of the queue.
+        self.session.set_in_transaction(true);
         Ok(())
     }
 
@@ -1579,6 +1583,14 @@ impl Connection {
     /// [`Engine::open`]). A gate error (cancelled before the commit began) leaves the
     /// transaction open.
     pub fn commit(&mut self) -> Result<()> {
+        let r = self.commit_inner();
+        if !self.txn.explicit {
+            self.session.set_in_transaction(false);
+        }
+        r
+    }
+
+    fn commit_inner(&mut self) -> Result<()> {
         if !self.txn.has_changes() {
             self.txn.finish(&self.engine);
             return Ok(());
@@ -1598,6 +1610,7 @@ impl Connection {
             self.engine.stats.rollbacks.fetch_add(1, Ordering::Relaxed);
         }
         self.txn.finish(&self.engine);
+        self.session.set_in_transaction(false);
     }
 
     /// AUTO_INCREMENT: a fresh id for `table`, above every id committed or handed out (and

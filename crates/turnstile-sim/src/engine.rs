@@ -67,6 +67,10 @@ pub enum Op {
     Done(u8),
     /// Marks the start of a unit of work (for response times and Little's law).
     Begin,
+    /// `BEGIN` (`true`) or `COMMIT` (`false`) of a multi-statement transaction: under `auto`,
+    /// the transaction's admissions after its first come back by the rule after a wait
+    /// (`turnstile::Session::set_in_transaction`).
+    Txn(bool),
     /// The thread is finished.
     Halt,
 }
@@ -229,6 +233,10 @@ struct Thread {
     in_system: bool,
     /// Mark `Begin` when the current sleep ends.
     begin_on_ready: bool,
+    /// Inside a transaction (`Op::Txn`).
+    in_txn: bool,
+    /// The open transaction was admitted once (as the real session's).
+    txn_admitted: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -410,6 +418,8 @@ impl Sim {
             halted: false,
             in_system: false,
             begin_on_ready: false,
+            in_txn: false,
+            txn_admitted: false,
         });
         self.done_at.push(0);
         self.done_per_thread.push(0);
@@ -914,6 +924,7 @@ impl Sim {
     fn admitted(&mut self, tid: Tid, a: Admission) {
         let counted = a.hold.kind() != HoldKind::Uncounted;
         let t = &mut self.threads[tid as usize];
+        t.txn_admitted |= t.in_txn;
         t.tickets.grant(&a);
         t.hold = Some(a.hold);
         t.attempt = Attempt::new(false);
@@ -940,7 +951,14 @@ impl Sim {
             Core::Auto(c) => {
                 let mut out = Vec::new();
                 let now = self.now;
-                let step = c.enter(&mut at, &tid, || now, || {}, &mut out);
+                // An open transaction admitted before comes back by the rule after a wait,
+                // as the real session does.
+                let t = &self.threads[tid as usize];
+                let step = if t.in_txn && t.txn_admitted {
+                    c.enter_after_wait(&tid, now, || {})
+                } else {
+                    c.enter(&mut at, &tid, || now, || {}, &mut out)
+                };
                 self.signal_all(out);
                 step
             }
@@ -1136,6 +1154,12 @@ impl Sim {
                     return;
                 }
                 Op::Begin => self.begin(tid),
+                Op::Txn(open) => {
+                    let t = &mut self.threads[tid as usize];
+                    t.in_txn = open;
+                    // A new transaction (or none) waits its turn.
+                    t.txn_admitted = false;
+                }
                 Op::Arrive(ns) => {
                     self.threads[tid as usize].begin_on_ready = true;
                     self.push(self.now + ns, Ev::Ready { tid });

@@ -158,11 +158,11 @@ pub struct OltpCosts {
     pub sort_ns: u64,
 }
 
-/// sysbench's read-only transaction in a closed loop: 10 point selects, a simple range, a
+/// sysbench's read-only transaction in a closed loop: `BEGIN`, 10 point selects, a simple range, a
 /// SUM range, an ORDER BY range and a DISTINCT range (the last two sort outside the gate).
 /// Rows sent to the client one by one: the simple range's (the point selects' single rows
 /// are sent as their statements end). The SUM sends one row after its cursor ends; ORDER BY
-/// and DISTINCT read every row into the sort first and send after the statement.
+/// and DISTINCT read every row into the sort first and send after the statement. `COMMIT`.
 pub struct Oltp {
     c: OltpCosts,
     send: RowSend,
@@ -192,21 +192,24 @@ impl Program for Oltp {
                 self.stmt = None;
             }
             let step = self.step;
-            self.step = (self.step + 1) % 18;
+            self.step = (self.step + 1) % 20;
             match step {
                 0 => return Op::Begin,
-                1..=10 => self.stmt = Some(RowStatement::new(1, self.c.point_ns)),
-                11 => {
+                // sysbench wraps the statements in BEGIN ... COMMIT.
+                1 => return Op::Txn(true),
+                2..=11 => self.stmt = Some(RowStatement::new(1, self.c.point_ns)),
+                12 => {
                     self.stmt = Some(RowStatement::sending(
                         self.c.range,
                         self.c.row_ns,
                         self.send,
                     ))
                 }
-                12 | 13 => self.stmt = Some(RowStatement::new(self.c.range, self.c.row_ns)),
-                14 => return Op::Cpu(self.c.sort_ns),
-                15 => self.stmt = Some(RowStatement::new(self.c.range, self.c.row_ns)),
-                16 => return Op::Cpu(self.c.sort_ns),
+                13 | 14 => self.stmt = Some(RowStatement::new(self.c.range, self.c.row_ns)),
+                15 => return Op::Cpu(self.c.sort_ns),
+                16 => self.stmt = Some(RowStatement::new(self.c.range, self.c.row_ns)),
+                17 => return Op::Cpu(self.c.sort_ns),
+                18 => return Op::Txn(false),
                 _ => return Op::Done(0),
             }
         }

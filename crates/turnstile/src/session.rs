@@ -71,6 +71,11 @@ pub struct Session {
     in_call: bool,
     /// Explicit-call API: a declared wait is in progress (between `wait_begin` and `wait_end`).
     in_wait: bool,
+    /// Inside a multi-statement transaction ([`Session::set_in_transaction`]).
+    in_txn: bool,
+    /// The open transaction was admitted once: its later admissions come back by `auto`'s
+    /// rule after a wait.
+    txn_admitted: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -206,6 +211,8 @@ impl Session {
             resume: None,
             in_call: false,
             in_wait: false,
+            in_txn: false,
+            txn_admitted: false,
         }
     }
 
@@ -231,6 +238,27 @@ impl Session {
     /// The session holds a slot (or is admitted while unlimited).
     pub fn is_inside(&self) -> bool {
         self.hold.is_some()
+    }
+
+    /// Declares whether the session is inside a multi-statement transaction (an engine calls
+    /// it at `BEGIN`, and at `COMMIT`/`ROLLBACK` with `false`). Under `auto`, once the
+    /// transaction has been admitted, each later admission it needs (its next statement, or
+    /// a call after its quantum ran out) comes back by the rule after a wait: into a free
+    /// slot, else as an extra admission (never more extras than the limit), else at the head
+    /// of the queue. So a transaction waits its turn once, not once per statement, and the
+    /// row locks it holds are released sooner: a thread pool's high-priority queue for open
+    /// transactions (MySQL's `thread_pool_high_priority_mode = transactions`, MariaDB's
+    /// `thread_pool_priority = auto`). Outside a transaction (autocommit) every statement
+    /// waits its turn. Other policies ignore it.
+    pub fn set_in_transaction(&mut self, in_txn: bool) {
+        self.in_txn = in_txn;
+        // A new transaction (or none) waits its turn.
+        self.txn_admitted = false;
+    }
+
+    /// Whether [`Session::set_in_transaction`] declared a transaction open.
+    pub fn in_transaction(&self) -> bool {
+        self.in_txn
     }
 
     /// Caps how long one admission may wait; `None` (the default) waits as long as it takes.
@@ -423,8 +451,12 @@ impl Session {
     /// unchecked re-entry after a row-lock wait) or the policy's.
     fn admit(&mut self) -> Result<(), GateError> {
         let resume = self.resume.take();
-        // `auto` has its own rule for a session back from any wait (bounded).
-        let after_wait = resume.and_then(|_| self.gate.driver.enter_after_wait(&self.sh, true));
+        // `auto` has its own rule for a session back from any wait (bounded), and an open
+        // transaction admitted before comes back by it (see `set_in_transaction`).
+        let back = resume.is_some() || (self.in_txn && self.txn_admitted);
+        let after_wait = back
+            .then(|| self.gate.driver.enter_after_wait(&self.sh, true))
+            .flatten();
         if after_wait.is_none() && resume == Some(StepOutReason::RowLockWait) {
             let a = self.gate.driver.enter_unchecked();
             self.admitted(a, 0);
@@ -526,6 +558,7 @@ impl Session {
     /// Records an admission and takes what it grants.
     #[inline]
     fn admitted(&mut self, a: Admission, waited_ns: u64) {
+        self.txn_admitted |= self.in_txn;
         self.tickets.grant(&a);
         let lendable = a.hold.is_counted() && self.gate.driver.is_auto();
         self.hold = Some(record_admission(&self.gate, &self.sh, a, waited_ns));

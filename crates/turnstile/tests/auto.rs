@@ -397,3 +397,86 @@ fn only_an_auto_session_lends_its_slot_when_it_parks_on_a_lock() {
         assert_eq!(g.stats().inside, 0, "{policy}");
     }
 }
+
+#[test]
+fn an_open_transaction_comes_back_ahead_of_transactions_not_yet_begun() {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let mut a = g.named_session("a");
+    a.set_in_transaction(true);
+    let mut st = a.begin();
+    assert!(st.enter().unwrap().admitted());
+    // `b` (no transaction) queues behind `a`'s statement, gets the slot at its end, and
+    // holds it until told.
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let g2 = g.clone();
+    let b = thread::spawn(move || {
+        let mut s = g2.named_session("b");
+        let mut st = s.begin();
+        let _call = st.enter().unwrap();
+        go_rx.recv().unwrap();
+    });
+    wait_for(&g, "b queued", |s| s.queued == 1);
+    drop(st);
+    wait_for(&g, "b inside", |s| s.inside == 1 && s.queued == 0);
+    // `c` (no transaction) queues behind `b`.
+    let g3 = g.clone();
+    let c = thread::spawn(move || {
+        let mut s = g3.named_session("c");
+        assert!(s.begin().enter().unwrap().admitted());
+    });
+    wait_for(&g, "c queued", |s| s.queued == 1);
+    // `a`'s next statement: its transaction was admitted already, so it runs at once as an
+    // extra admission while `c` stays queued.
+    let mut st = a.begin();
+    assert!(st.enter().unwrap().admitted());
+    let s = g.stats();
+    assert_eq!(s.queued, 1, "c still queued: {s:?}");
+    assert_eq!(s.counters.unchecked_reentries, 1, "{s:?}");
+    drop(st);
+    // A new transaction waits its turn again: `a` queues behind `c`.
+    a.set_in_transaction(false);
+    a.set_in_transaction(true);
+    let a_thread = thread::spawn(move || {
+        assert!(a.begin().enter().unwrap().admitted());
+    });
+    wait_for(&g, "a and c queued", |s| s.queued == 2);
+    go_tx.send(()).unwrap();
+    b.join().unwrap();
+    c.join().unwrap();
+    a_thread.join().unwrap();
+    let s = g.stats();
+    assert_eq!(
+        (s.inside, s.queued, s.counters.unchecked_reentries),
+        (0, 0, 1),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn autocommit_statements_each_wait_their_turn() {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let mut a = g.named_session("a");
+    let mut st = a.begin();
+    drop(st.enter().unwrap());
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let g2 = g.clone();
+    let b = thread::spawn(move || {
+        let mut s = g2.named_session("b");
+        let mut st = s.begin();
+        let _call = st.enter().unwrap();
+        go_rx.recv().unwrap();
+    });
+    wait_for(&g, "b queued", |s| s.queued == 1);
+    drop(st);
+    wait_for(&g, "b inside", |s| s.inside == 1 && s.queued == 0);
+    // No transaction declared: `a`'s next statement queues behind `b`.
+    let a_thread = thread::spawn(move || {
+        assert!(a.begin().enter().unwrap().admitted());
+    });
+    wait_for(&g, "a queued", |s| s.queued == 1);
+    assert_eq!(g.stats().counters.unchecked_reentries, 0);
+    go_tx.send(()).unwrap();
+    b.join().unwrap();
+    a_thread.join().unwrap();
+    assert_eq!(g.stats().inside, 0);
+}

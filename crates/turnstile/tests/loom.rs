@@ -116,6 +116,38 @@ fn auto_with_three_threads_keeps_the_limit_and_hands_off_soundly() {
     one_slot(Policy::Auto, 3);
 }
 
+/// An open transaction's second statement comes back by `auto`'s rule after a wait (a free
+/// slot, an extra place, or the head of the queue) while another thread arrives: never more
+/// than the bound (2 × limit) inside, no lost wake-up (loom reports a deadlock), nothing left
+/// counted or queued.
+#[test]
+fn auto_an_open_transactions_statements_come_back_ahead_and_lose_no_wake_up() {
+    loom::model(|| {
+        let g = gate(Policy::Auto, 1);
+        let inside = Arc::new(AtomicU32::new(0));
+        let (g2, in2) = (g.clone(), inside.clone());
+        let other = thread::spawn(move || {
+            let mut s = g2.session();
+            let mut st = s.begin();
+            let _call = st.enter().unwrap();
+            assert!(in2.fetch_add(1, Ordering::SeqCst) < 2);
+            in2.fetch_sub(1, Ordering::SeqCst);
+        });
+        let mut a = g.session();
+        a.set_in_transaction(true);
+        for _ in 0..2 {
+            let mut st = a.begin();
+            let _call = st.enter().unwrap();
+            assert!(inside.fetch_add(1, Ordering::SeqCst) < 2);
+            inside.fetch_sub(1, Ordering::SeqCst);
+        }
+        a.set_in_transaction(false);
+        other.join().unwrap();
+        let st = g.stats();
+        assert_eq!((st.inside, st.queued), (0, 0), "{st:?}");
+    });
+}
+
 #[test]
 fn auto_cancel_racing_a_hand_off_leaves_nothing_counted() {
     cancel_racing_a_hand_off(Policy::Auto);

@@ -312,7 +312,8 @@ pub struct TxnShape {
     pub range_rows: [u32; 4],
 }
 
-/// Runs one sysbench read-only transaction.
+/// Runs one sysbench read-only transaction: `BEGIN`, the statements, `COMMIT`, as
+/// `oltp_read_only` sends them.
 pub fn transaction(
     c: &mut Connection,
     rows: u32,
@@ -321,6 +322,7 @@ pub fn transaction(
 ) -> Result<TxnShape, ReproError> {
     let mut rng = Rng(*rng_state);
     let mut shape = TxnShape::default();
+    c.begin_transaction()?;
     for _ in 0..POINT_SELECTS {
         let id = 1 + rng.below(rows);
         shape.point_rows += c.point_select(TABLE, id)?.is_some() as u32;
@@ -353,6 +355,7 @@ pub fn transaction(
     }
     shape.range_rows[3] = fetched;
     shape.statements += 4;
+    c.commit()?;
     *rng_state = rng.0;
     Ok(shape)
 }

@@ -292,6 +292,8 @@ struct Waiter<W> {
     since_ns: u64,
     /// Lock holders (and sessions back from a wait) are chosen first within the age cap.
     priority: bool,
+    /// Queued at the head ([`AutoCore::enter_after_wait`], [`AutoCore::reclaim`]).
+    head: bool,
     /// A hand-off chose it at this time (0: still waiting).
     released_ns: u64,
 }
@@ -495,6 +497,7 @@ impl<W: Clone> AutoCore<W> {
             waiter: waiter.clone(),
             since_ns: now,
             priority: at.holds_locks,
+            head: false,
             released_ns: 0,
         });
         q.prio += at.holds_locks as u32;
@@ -526,17 +529,36 @@ impl<W: Clone> AutoCore<W> {
         }
         let id = WaitId(q.next_id);
         q.next_id += 1;
-        q.waiters.push_back(Waiter {
-            id,
-            waiter: waiter.clone(),
-            since_ns: now_ns,
-            priority: true,
-            released_ns: 0,
-        });
+        // At the head, as the oldest of all: served first whatever the mode (it waited its
+        // turn before the wait it comes back from). `now_ns` is kept for the signature the
+        // drivers share; the head needs no time.
+        let _ = now_ns;
+        Self::push_head(
+            &mut q,
+            Waiter {
+                id,
+                waiter: waiter.clone(),
+                since_ns: 0,
+                priority: true,
+                head: true,
+                released_ns: 0,
+            },
+        );
         q.prio += 1;
         q.controller.observe_queue();
         on_queue();
         Step::Wait(id)
+    }
+
+    /// Queues `w` at the head, behind the waiters already put there (first come, first
+    /// served among them), ahead of every waiter that queued by arrival.
+    fn push_head(q: &mut Queue<W>, w: Waiter<W>) {
+        let at = q
+            .waiters
+            .iter()
+            .position(|x| !x.head)
+            .unwrap_or(q.waiters.len());
+        q.waiters.insert(at, w);
     }
 
     fn refresh_starving(&self, q: &mut Queue<W>, now: u64) {
@@ -748,14 +770,18 @@ impl<W: Clone> AutoCore<W> {
         self.queued.fetch_add(1, Ordering::SeqCst);
         let id = WaitId(q.next_id);
         q.next_id += 1;
-        q.waiters.push_back(Waiter {
-            id,
-            waiter: waiter.clone(),
-            // Oldest of all: served first whatever the mode.
-            since_ns: 0,
-            priority: true,
-            released_ns: 0,
-        });
+        // At the head, as the oldest of all: served first whatever the mode.
+        Self::push_head(
+            &mut q,
+            Waiter {
+                id,
+                waiter: waiter.clone(),
+                since_ns: 0,
+                priority: true,
+                head: true,
+                released_ns: 0,
+            },
+        );
         q.prio += 1;
         on_queue();
         Some(id)
@@ -974,6 +1000,27 @@ mod tests {
         let (who, _) = exit_to(&core, _a.hold, 0).unwrap();
         assert_eq!(who, 4, "priority over the newer plain waiter");
         let _ = core.exit(e2.hold, || 0);
+    }
+
+    #[test]
+    fn sessions_back_from_a_wait_are_served_first_in_turn_even_while_the_oldest_are_served() {
+        let core: AutoCore<u32> = AutoCore::new(params(1));
+        let a = admitted(enter(&core, 0, 0));
+        let e = admitted(core.enter_after_wait(&1, 0, || {}));
+        wait_id(enter(&core, 2, 0));
+        wait_id(core.enter_after_wait(&3, 20 * MS, || {}));
+        wait_id(core.enter_after_wait(&4, 20 * MS, || {}));
+        // 20 ms on, waiter 2 is past the age cap; those back from a wait still go first, in
+        // the order they came back.
+        assert!(core.exit(e.hold, || 20 * MS).is_empty());
+        let mut hold = a.hold;
+        for expected in [3, 4, 2] {
+            let (who, next) = exit_to(&core, hold, 20 * MS).unwrap();
+            assert_eq!(who, expected);
+            hold = next.hold;
+        }
+        assert!(core.exit(hold, || 20 * MS).is_empty());
+        assert_eq!(core.gauges().inside, 0);
     }
 
     #[test]
