@@ -398,15 +398,12 @@ fn only_an_auto_session_lends_its_slot_when_it_parks_on_a_lock() {
     }
 }
 
-#[test]
-fn an_open_transaction_comes_back_ahead_of_transactions_not_yet_begun() {
-    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
-    let mut a = g.named_session("a");
-    a.set_in_transaction(true);
-    let mut st = a.begin();
-    assert!(st.enter().unwrap().admitted());
-    // `b` (no transaction) queues behind `a`'s statement, gets the slot at its end, and
-    // holds it until told.
+/// Queues a session `b` behind the statement `st`, which holds a one-slot gate, ends `st` so
+/// that `b` gets the slot, and returns `b`'s thread, which holds it until told.
+fn hand_over_to_a_holder(
+    g: &Gate,
+    st: turnstile::Statement<'_>,
+) -> (thread::JoinHandle<()>, std::sync::mpsc::Sender<()>) {
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let g2 = g.clone();
     let b = thread::spawn(move || {
@@ -415,9 +412,21 @@ fn an_open_transaction_comes_back_ahead_of_transactions_not_yet_begun() {
         let _call = st.enter().unwrap();
         go_rx.recv().unwrap();
     });
-    wait_for(&g, "b queued", |s| s.queued == 1);
+    wait_for(g, "b queued", |s| s.queued == 1);
     drop(st);
-    wait_for(&g, "b inside", |s| s.inside == 1 && s.queued == 0);
+    wait_for(g, "b inside", |s| s.inside == 1 && s.queued == 0);
+    (b, go_tx)
+}
+
+#[test]
+fn an_open_transaction_comes_back_ahead_of_transactions_not_yet_begun() {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let mut a = g.named_session("a");
+    a.set_in_transaction(true);
+    let mut st = a.begin();
+    assert!(st.enter().unwrap().admitted());
+    // `b` (no transaction) gets the slot at the end of `a`'s statement.
+    let (b, go_tx) = hand_over_to_a_holder(&g, st);
     // `c` (no transaction) queues behind `b`.
     let g3 = g.clone();
     let c = thread::spawn(move || {
@@ -458,17 +467,7 @@ fn autocommit_statements_each_wait_their_turn() {
     let mut a = g.named_session("a");
     let mut st = a.begin();
     drop(st.enter().unwrap());
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let g2 = g.clone();
-    let b = thread::spawn(move || {
-        let mut s = g2.named_session("b");
-        let mut st = s.begin();
-        let _call = st.enter().unwrap();
-        go_rx.recv().unwrap();
-    });
-    wait_for(&g, "b queued", |s| s.queued == 1);
-    drop(st);
-    wait_for(&g, "b inside", |s| s.inside == 1 && s.queued == 0);
+    let (b, go_tx) = hand_over_to_a_holder(&g, st);
     // No transaction declared: `a`'s next statement queues behind `b`.
     let a_thread = thread::spawn(move || {
         assert!(a.begin().enter().unwrap().admitted());

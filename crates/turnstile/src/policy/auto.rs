@@ -527,14 +527,29 @@ impl<W: Clone> AutoCore<W> {
             self.queued.fetch_sub(1, Ordering::SeqCst);
             return Step::Admitted(self.admission(AdmittedBy::Unchecked, HoldKind::Lifo));
         }
+        // It waited its turn before the wait it comes back from. `now_ns` is kept for the
+        // signature the drivers share; the head needs no time.
+        let _ = now_ns;
+        let id = Self::queue_at_head(&mut q, waiter);
+        q.controller.observe_queue();
+        on_queue();
+        Step::Wait(id)
+    }
+
+    /// Queues `waiter` (a priority waiter) at the head, as the oldest of all: served first
+    /// whatever the mode, behind the waiters already put there (first come, first served
+    /// among them), ahead of every waiter that queued by arrival. The caller has counted it
+    /// in `queued`.
+    fn queue_at_head(q: &mut Queue<W>, waiter: &W) -> WaitId {
         let id = WaitId(q.next_id);
         q.next_id += 1;
-        // At the head, as the oldest of all: served first whatever the mode (it waited its
-        // turn before the wait it comes back from). `now_ns` is kept for the signature the
-        // drivers share; the head needs no time.
-        let _ = now_ns;
-        Self::push_head(
-            &mut q,
+        let at = q
+            .waiters
+            .iter()
+            .position(|x| !x.head)
+            .unwrap_or(q.waiters.len());
+        q.waiters.insert(
+            at,
             Waiter {
                 id,
                 waiter: waiter.clone(),
@@ -545,20 +560,7 @@ impl<W: Clone> AutoCore<W> {
             },
         );
         q.prio += 1;
-        q.controller.observe_queue();
-        on_queue();
-        Step::Wait(id)
-    }
-
-    /// Queues `w` at the head, behind the waiters already put there (first come, first
-    /// served among them), ahead of every waiter that queued by arrival.
-    fn push_head(q: &mut Queue<W>, w: Waiter<W>) {
-        let at = q
-            .waiters
-            .iter()
-            .position(|x| !x.head)
-            .unwrap_or(q.waiters.len());
-        q.waiters.insert(at, w);
+        id
     }
 
     fn refresh_starving(&self, q: &mut Queue<W>, now: u64) {
@@ -768,21 +770,7 @@ impl<W: Clone> AutoCore<W> {
             return None;
         }
         self.queued.fetch_add(1, Ordering::SeqCst);
-        let id = WaitId(q.next_id);
-        q.next_id += 1;
-        // At the head, as the oldest of all: served first whatever the mode.
-        Self::push_head(
-            &mut q,
-            Waiter {
-                id,
-                waiter: waiter.clone(),
-                since_ns: 0,
-                priority: true,
-                head: true,
-                released_ns: 0,
-            },
-        );
-        q.prio += 1;
+        let id = Self::queue_at_head(&mut q, waiter);
         on_queue();
         Some(id)
     }
