@@ -158,11 +158,12 @@ pub struct OltpCosts {
     pub sort_ns: u64,
 }
 
-/// sysbench's read-only transaction in a closed loop: `BEGIN`, 10 point selects, a simple range, a
-/// SUM range, an ORDER BY range and a DISTINCT range (the last two sort outside the gate).
-/// Rows sent to the client one by one: the simple range's (the point selects' single rows
-/// are sent as their statements end). The SUM sends one row after its cursor ends; ORDER BY
-/// and DISTINCT read every row into the sort first and send after the statement. `COMMIT`.
+/// sysbench's read-only transaction in a closed loop: `BEGIN`, 10 point selects, a simple
+/// range, a SUM range, an ORDER BY range and a DISTINCT range (the last two sort outside the
+/// gate), `COMMIT`. Rows sent to the client one by one: the simple range's (the point
+/// selects' single rows are sent as their statements end). The SUM sends one row after its
+/// cursor ends; ORDER BY and DISTINCT read every row into the sort first and send after the
+/// statement.
 pub struct Oltp {
     c: OltpCosts,
     send: RowSend,
