@@ -458,6 +458,18 @@ int ts_wait_end(ts_session *s);
 // `s` is NULL or a live session.
 int ts_set_wait_timeout_us(ts_session *s, uint64_t timeout_us);
 
+// Declares whether the session is inside a multi-statement transaction: call it with 1 at
+// `BEGIN` and with 0 at `COMMIT`/`ROLLBACK`. Under `auto`, once the transaction has been
+// admitted, each later admission it needs (its next statement, or a call after its quantum
+// ran out) comes back ahead of the transactions not yet begun: a free slot, else an extra
+// place (never more extras than the limit), else the head of the queue. Autocommit
+// statements wait their turn. Other policies ignore it. Returns `TS_OK`, `TS_ERR_NULL` or
+// `TS_ERR_BUSY`.
+//
+// # Safety
+// `s` is NULL or a live session.
+int ts_set_in_transaction(ts_session *s, int in_transaction);
+
 // Cancels the session's current wait to enter (like `KILL QUERY`): that `ts_enter` (or
 // `ts_wait_end`) returns `TS_ERR_CANCELLED`. If the session is not waiting, its next wait in
 // the current statement is cancelled; a cancel no wait consumed is dropped at the statement's

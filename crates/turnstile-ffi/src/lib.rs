@@ -44,8 +44,8 @@ pub use options::{
 };
 pub use session::{
     ts_enter, ts_exit, ts_force_exit, ts_session, ts_session_cancel, ts_session_free,
-    ts_session_new, ts_session_new_with_status, ts_set_wait_timeout_us, ts_wait_begin, ts_wait_end,
-    ts_wait_reason,
+    ts_session_new, ts_session_new_with_status, ts_set_in_transaction, ts_set_wait_timeout_us,
+    ts_wait_begin, ts_wait_end, ts_wait_reason,
 };
 pub use stats::{ts_gate_stats, ts_stats, TS_STATS_MIN_SIZE, TS_STATS_VERSION};
 pub use status::{ts_status, ts_strerror};

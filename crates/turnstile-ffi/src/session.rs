@@ -294,6 +294,27 @@ pub unsafe extern "C" fn ts_set_wait_timeout_us(s: *mut ts_session, timeout_us: 
     }
 }
 
+/// Declares whether the session is inside a multi-statement transaction: call it with 1 at
+/// `BEGIN` and with 0 at `COMMIT`/`ROLLBACK`. Under `auto`, once the transaction has been
+/// admitted, each later admission it needs (its next statement, or a call after its quantum
+/// ran out) comes back ahead of the transactions not yet begun: a free slot, else an extra
+/// place (never more extras than the limit), else the head of the queue. Autocommit
+/// statements wait their turn. Other policies ignore it. Returns `TS_OK`, `TS_ERR_NULL` or
+/// `TS_ERR_BUSY`.
+///
+/// # Safety
+/// `s` is NULL or a live session.
+#[no_mangle]
+pub unsafe extern "C" fn ts_set_in_transaction(s: *mut ts_session, in_transaction: c_int) -> c_int {
+    // SAFETY: the same contract.
+    unsafe {
+        with_session(s, |s| {
+            s.set_in_transaction(in_transaction != 0);
+            ts_status::TS_OK
+        })
+    }
+}
+
 /// Cancels the session's current wait to enter (like `KILL QUERY`): that `ts_enter` (or
 /// `ts_wait_end`) returns `TS_ERR_CANCELLED`. If the session is not waiting, its next wait in
 /// the current statement is cancelled; a cancel no wait consumed is dropped at the statement's

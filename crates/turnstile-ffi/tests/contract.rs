@@ -213,3 +213,53 @@ fn gate_options_build_every_policy_and_refuse_bad_sizes_and_settings() {
         );
     }
 }
+
+/// `ts_set_in_transaction`: under `auto`, an open transaction admitted once comes back ahead
+/// (here as an extra admission, at once, with the only slot taken); an autocommit session
+/// waits its turn (and times out).
+#[test]
+fn an_open_transaction_comes_back_ahead_through_the_c_api() {
+    // SAFETY: a writable options struct, live handles from ts_*_new used from this thread
+    // only, each freed once.
+    unsafe {
+        let mut o = std::mem::MaybeUninit::<ts_gate_options>::uninit();
+        assert_eq!(ts_gate_options_init(o.as_mut_ptr(), c"auto".as_ptr()), OK);
+        let mut o = o.assume_init();
+        o.limit = 1;
+        o.adaptive_limit = 0;
+        let mut st = 12345;
+        let g = ts_gate_new_with(&o, &mut st);
+        assert_eq!(st, OK);
+        let a = ts_session_new(g, c"a".as_ptr());
+        let h = ts_session_new(g, c"holder".as_ptr());
+        let c = ts_session_new(g, c"c".as_ptr());
+        assert_eq!(
+            ts_set_in_transaction(std::ptr::null_mut(), 1),
+            ts_status::TS_ERR_NULL as i32
+        );
+
+        assert_eq!(ts_set_in_transaction(a, 1), OK);
+        assert_eq!(ts_enter(a), ADMITTED);
+        assert_eq!(ts_exit(a), OK);
+        assert_eq!(ts_force_exit(a), OK);
+        assert_eq!(ts_enter(h), ADMITTED);
+        // `a`'s next statement does not wait behind the holder.
+        assert_eq!(ts_enter(a), ADMITTED);
+        let mut stats = std::mem::MaybeUninit::<ts_stats>::zeroed().assume_init();
+        stats.size = std::mem::size_of::<ts_stats>() as u32;
+        assert_eq!(ts_gate_stats(g, &mut stats), OK);
+        assert_eq!(stats.unchecked_reentries, 1);
+        // `c` (autocommit) waits its turn.
+        assert_eq!(ts_set_wait_timeout_us(c, 20_000), OK);
+        assert_eq!(ts_enter(c), ts_status::TS_ERR_TIMEOUT as i32);
+
+        assert_eq!(ts_exit(a), OK);
+        assert_eq!(ts_force_exit(a), OK);
+        assert_eq!(ts_set_in_transaction(a, 0), OK);
+        assert_eq!(ts_force_exit(h), OK);
+        for s in [a, h, c] {
+            ts_session_free(s);
+        }
+        ts_gate_free(g);
+    }
+}
