@@ -955,7 +955,7 @@ impl Sim {
                 // as the real session does.
                 let t = &self.threads[tid as usize];
                 let step = if t.in_txn && t.txn_admitted {
-                    c.enter_after_wait(&tid, now, || {})
+                    c.enter_after_wait(&tid, || {})
                 } else {
                     c.enter(&mut at, &tid, || now, || {}, &mut out)
                 };

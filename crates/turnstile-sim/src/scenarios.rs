@@ -1096,7 +1096,8 @@ mod tests {
         // 64 clients on 2 cores: the queue never empties. A transaction (BEGIN ... COMMIT)
         // queues for its first statement; its later ones come back by the rule after a wait
         // (a free slot, an extra place, or the head of the queue), so fewer than half of its
-        // admissions queue (every one did before the rule), and nobody starves for it.
+        // admissions queue (every one did before the rule), and the clients still complete
+        // alike (nobody starved, Jain's index over per-client completions above 0.9).
         let m = MachineConfig {
             cores: 2,
             ..MachineConfig::default()
@@ -1108,7 +1109,7 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(r.w.starved_clients, 0, "{r:?}");
-        assert!(r.w.p99_ms < 1.5 * r.w.fair_share_ms, "{r:?}");
+        assert!(r.w.jain > 0.9, "{r:?}");
     }
 
     #[test]

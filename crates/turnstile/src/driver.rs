@@ -124,9 +124,7 @@ impl Driver {
         first_wait: bool,
     ) -> Option<Step> {
         match &self.core {
-            Cores::Auto(c) => {
-                Some(c.enter_after_wait(sh, self.precise_ns(), || publish_queued(sh, first_wait)))
-            }
+            Cores::Auto(c) => Some(c.enter_after_wait(sh, || publish_queued(sh, first_wait))),
             _ => None,
         }
     }

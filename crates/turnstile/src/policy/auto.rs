@@ -510,7 +510,7 @@ impl<W: Clone> AutoCore<W> {
     /// admission while extras are fewer than the limit, else to the head of the queue (as a
     /// priority waiter). InnoDB lets such a thread in regardless of the limit
     /// (`srv_conc_force_enter_innodb`); `auto` bounds it.
-    pub fn enter_after_wait(&self, waiter: &W, now_ns: u64, on_queue: impl FnOnce()) -> Step {
+    pub fn enter_after_wait(&self, waiter: &W, on_queue: impl FnOnce()) -> Step {
         let mut q = lock(&self.q);
         self.queued.fetch_add(1, Ordering::SeqCst);
         if let Some(by) = self.slots.try_take_checked() {
@@ -527,9 +527,7 @@ impl<W: Clone> AutoCore<W> {
             self.queued.fetch_sub(1, Ordering::SeqCst);
             return Step::Admitted(self.admission(AdmittedBy::Unchecked, HoldKind::Lifo));
         }
-        // It waited its turn before the wait it comes back from. `now_ns` is kept for the
-        // signature the drivers share; the head needs no time.
-        let _ = now_ns;
+        // It waited its turn before the wait it comes back from.
         let id = Self::queue_at_head(&mut q, waiter);
         q.controller.observe_queue();
         on_queue();
@@ -977,12 +975,12 @@ mod tests {
         let core: AutoCore<u32> = AutoCore::new(params(2));
         let _a = admitted(enter(&core, 0, 0));
         let _b = admitted(enter(&core, 1, 0));
-        let e1 = admitted(core.enter_after_wait(&2, 0, || {}));
-        let e2 = admitted(core.enter_after_wait(&3, 0, || {}));
+        let e1 = admitted(core.enter_after_wait(&2, || {}));
+        let e2 = admitted(core.enter_after_wait(&3, || {}));
         assert_eq!(e1.hold.kind(), HoldKind::Lifo);
         assert_eq!(e2.by, AdmittedBy::Unchecked);
         // Two counted, two extra: 2 × limit. The next one back from a wait queues (first).
-        wait_id(core.enter_after_wait(&4, 0, || {}));
+        wait_id(core.enter_after_wait(&4, || {}));
         wait_id(enter(&core, 5, 0));
         let _ = core.exit(e1.hold, || 0);
         let (who, _) = exit_to(&core, _a.hold, 0).unwrap();
@@ -994,10 +992,10 @@ mod tests {
     fn sessions_back_from_a_wait_are_served_first_in_turn_even_while_the_oldest_are_served() {
         let core: AutoCore<u32> = AutoCore::new(params(1));
         let a = admitted(enter(&core, 0, 0));
-        let e = admitted(core.enter_after_wait(&1, 0, || {}));
+        let e = admitted(core.enter_after_wait(&1, || {}));
         wait_id(enter(&core, 2, 0));
-        wait_id(core.enter_after_wait(&3, 20 * MS, || {}));
-        wait_id(core.enter_after_wait(&4, 20 * MS, || {}));
+        wait_id(core.enter_after_wait(&3, || {}));
+        wait_id(core.enter_after_wait(&4, || {}));
         // 20 ms on, waiter 2 is past the age cap; those back from a wait still go first, in
         // the order they came back.
         assert!(core.exit(e.hold, || 20 * MS).is_empty());
