@@ -147,7 +147,7 @@ pub struct MixedArgs {
     /// with `repro tickets`).
     #[arg(long)]
     rows: Option<u32>,
-    /// Gate settings to run (comma-separated): classic-500, classic-10M, flifo, polling.
+    /// Gate settings to run (comma-separated): classic-500, classic-10M, flifo, polling, auto.
     /// Default: all.
     #[arg(long, value_delimiter = ',')]
     policies: Option<Vec<String>>,

@@ -111,6 +111,8 @@ impl Gate {
             hold: None,
             holds_locks: false,
             sleeper,
+            in_txn: false,
+            txn_admitted: false,
         }
     }
 }
@@ -183,6 +185,10 @@ pub struct AsyncSession {
     hold: Option<Hold>,
     holds_locks: bool,
     sleeper: Option<Sleeper>,
+    /// Declared by [`AsyncSession::set_in_transaction`].
+    in_txn: bool,
+    /// The open transaction has been admitted once (see [`crate::Session::set_in_transaction`]).
+    txn_admitted: bool,
 }
 
 impl std::fmt::Debug for AsyncSession {
@@ -216,6 +222,21 @@ impl AsyncSession {
     /// [`AsyncSession::end_statement`] (see [`crate::Statement::set_holds_locks`]).
     pub fn set_holds_locks(&mut self, holds: bool) {
         self.holds_locks = holds;
+    }
+
+    /// Declares whether the task is inside a multi-statement transaction (at `BEGIN`, and
+    /// with `false` at `COMMIT`/`ROLLBACK`): under `auto`, once the transaction has been
+    /// admitted, its later admissions come back ahead of the queue, bounded as for a thread's
+    /// session ([`crate::Session::set_in_transaction`] says how). Other policies ignore it.
+    pub fn set_in_transaction(&mut self, in_txn: bool) {
+        self.in_txn = in_txn;
+        // A new transaction (or none) waits its turn.
+        self.txn_admitted = false;
+    }
+
+    /// Whether [`AsyncSession::set_in_transaction`] declared a transaction open.
+    pub fn in_transaction(&self) -> bool {
+        self.in_txn
     }
 
     /// Enters the engine for one call. The future resolves to an [`AsyncCall`] whose drop
@@ -257,6 +278,7 @@ impl AsyncSession {
     }
 
     fn admitted(&mut self, a: Admission, waited_ns: u64) {
+        self.txn_admitted |= self.in_txn;
         self.tickets.grant(&a);
         self.hold = Some(record_admission(&self.gate, &self.sh, a, waited_ns));
     }
@@ -280,7 +302,15 @@ impl AsyncSession {
         let mut at = Attempt::new(self.holds_locks);
         // Read before the policy decides, so that a raise made after the decision is seen.
         let generation = self.gate.raise_generation.load(Ordering::Acquire);
-        match self.gate.driver.enter(&mut at, &self.sh, true) {
+        // `auto`: an open transaction admitted before comes back by the rule after a wait.
+        let back = (self.in_txn && self.txn_admitted)
+            .then(|| self.gate.driver.enter_after_wait(&self.sh, true))
+            .flatten();
+        let step = match back {
+            Some(step) => step,
+            None => self.gate.driver.enter(&mut at, &self.sh, true),
+        };
+        match step {
             Step::Admitted(a) => {
                 self.admitted(a, 0);
                 Poll::Ready(Ok(true))

@@ -411,3 +411,149 @@ fn the_enter_future_and_the_session_are_send() {
     let f = s.enter();
     send(&f);
 }
+
+/// An untuned-looking `auto` gate with one slot and a quantum long enough that no slot is
+/// given up between calls during a test.
+fn auto_gate_of_one() -> Gate {
+    Gate::new(
+        GateConfig::new(Policy::Auto)
+            .limit(1)
+            .adaptive_limit(false)
+            .quantum(Duration::from_secs(1)),
+    )
+    .unwrap()
+}
+
+/// Polls a fresh enter of `s` once and expects it to queue.
+fn expect_queued(s: &mut AsyncSession, t: &Task) {
+    assert!(
+        t.poll(&mut s.enter()).is_pending(),
+        "expected a queued enter"
+    );
+}
+
+#[test]
+fn an_open_transactions_next_statement_is_admitted_at_once_while_a_newcomer_stays_queued() {
+    let gate = auto_gate_of_one();
+    let mut a = gate.async_session("a").unwrap();
+    let mut b = gate.async_session("b").unwrap();
+    let mut c = gate.async_session("c").unwrap();
+    a.set_in_transaction(true);
+    assert!(a.in_transaction());
+    admit_now(&mut a);
+    // `b` (autocommit) queues and gets the slot at the end of `a`'s first statement.
+    let tb = Task::new();
+    let mut fb = b.enter();
+    assert!(tb.poll(&mut fb).is_pending());
+    a.end_statement();
+    match tb.poll(&mut fb) {
+        Poll::Ready(Ok(call)) => assert!(call.admitted()),
+        other => panic!("the hand-off admits b: {other:?}"),
+    }
+    drop(fb);
+    // `c` (autocommit) queues behind `b`.
+    let tc = Task::new();
+    let mut fc = c.enter();
+    assert!(tc.poll(&mut fc).is_pending());
+    // `a`'s next statement: its transaction was admitted, so it runs at once as an extra.
+    admit_now(&mut a);
+    let st = gate.stats();
+    assert_eq!((st.inside, st.queued), (1, 1), "{st:?}");
+    assert_eq!(st.counters.unchecked_reentries, 1, "{st:?}");
+    a.end_statement();
+    // A new transaction waits its turn again: `a` queues behind `c`.
+    a.set_in_transaction(false);
+    a.set_in_transaction(true);
+    let ta = Task::new();
+    let mut fa = a.enter();
+    assert!(ta.poll(&mut fa).is_pending());
+    assert_eq!(gate.stats().queued, 2);
+    // `b` leaves: one of the two is handed the slot; when it leaves, the other.
+    b.end_statement();
+    let (first_a, first_c) = (ta.wakes(), tc.wakes());
+    assert_eq!(first_a + first_c, 1, "one hand-off, one wake");
+    if first_c == 1 {
+        assert!(matches!(tc.poll(&mut fc), Poll::Ready(Ok(_))));
+        drop(fc);
+        c.end_statement();
+        assert!(matches!(ta.poll(&mut fa), Poll::Ready(Ok(_))));
+        drop(fa);
+        a.end_statement();
+    } else {
+        assert!(matches!(ta.poll(&mut fa), Poll::Ready(Ok(_))));
+        drop(fa);
+        a.end_statement();
+        assert!(matches!(tc.poll(&mut fc), Poll::Ready(Ok(_))));
+        drop(fc);
+        c.end_statement();
+    }
+    let st = gate.stats();
+    assert_eq!((st.inside, st.queued, st.waiting), (0, 0, 0), "{st:?}");
+    assert_eq!(st.counters.unchecked_reentries, 1, "{st:?}");
+}
+
+#[test]
+fn an_autocommit_task_waits_its_turn_for_every_statement() {
+    let gate = auto_gate_of_one();
+    let mut a = gate.async_session("a").unwrap();
+    let mut b = gate.async_session("b").unwrap();
+    admit_now(&mut a);
+    let tb = Task::new();
+    let mut fb = b.enter();
+    assert!(tb.poll(&mut fb).is_pending());
+    a.end_statement();
+    assert!(matches!(tb.poll(&mut fb), Poll::Ready(Ok(_))));
+    drop(fb);
+    // No transaction declared: `a`'s next statement queues behind `b`'s slot.
+    expect_queued(&mut a, &Task::new());
+    let st = gate.stats();
+    assert_eq!(st.counters.unchecked_reentries, 0, "{st:?}");
+    // The dropped enter was cancelled and left nothing queued.
+    assert_eq!((st.inside, st.queued, st.waiting), (1, 0, 0), "{st:?}");
+    b.end_statement();
+    assert_eq!(gate.stats().inside, 0);
+}
+
+#[test]
+fn an_open_transaction_that_finds_the_extras_taken_waits_at_the_head_and_goes_first() {
+    let gate = auto_gate_of_one();
+    let mut a = gate.async_session("a").unwrap();
+    let mut b = gate.async_session("b").unwrap();
+    let mut c = gate.async_session("c").unwrap();
+    let mut d = gate.async_session("d").unwrap();
+    a.set_in_transaction(true);
+    d.set_in_transaction(true);
+    admit_now(&mut a);
+    // `d`'s transaction is admitted by the hand-off at the end of `a`'s statement.
+    let td = Task::new();
+    let mut fd = d.enter();
+    assert!(td.poll(&mut fd).is_pending());
+    a.end_statement();
+    assert!(matches!(td.poll(&mut fd), Poll::Ready(Ok(_))));
+    drop(fd);
+    // `a`'s second statement takes the one extra place (the limit is 1) and stays inside.
+    admit_now(&mut a);
+    // `d`'s statement ends; `b` (autocommit) takes the free slot.
+    d.end_statement();
+    admit_now(&mut b);
+    // `d`'s next statement: no free slot, no extra left: it waits at the head of the queue.
+    let mut fd = d.enter();
+    assert!(td.poll(&mut fd).is_pending());
+    // `c` (autocommit) queues after it: the newest waiter, whom hot-first would pick.
+    let tc = Task::new();
+    let mut fc = c.enter();
+    assert!(tc.poll(&mut fc).is_pending());
+    assert_eq!(gate.stats().queued, 2);
+    // `b` leaves: the slot goes to `d`, the head, not to the newer `c`.
+    b.end_statement();
+    assert!(matches!(td.poll(&mut fd), Poll::Ready(Ok(_))));
+    assert!(tc.poll(&mut fc).is_pending());
+    drop(fd);
+    d.end_statement();
+    assert!(matches!(tc.poll(&mut fc), Poll::Ready(Ok(_))));
+    drop(fc);
+    c.end_statement();
+    a.end_statement();
+    let st = gate.stats();
+    assert_eq!((st.inside, st.queued, st.waiting), (0, 0, 0), "{st:?}");
+}
