@@ -104,9 +104,11 @@ impl Gate {
     }
 
     fn new_async_session(&self, label: String, sleeper: Option<Sleeper>) -> AsyncSession {
+        let sh = self.new_shared(label);
+        sh.is_async.store(true, Ordering::Relaxed);
         AsyncSession {
             gate: self.inner.clone(),
-            sh: self.new_shared(label),
+            sh,
             tickets: Tickets::default(),
             hold: None,
             holds_locks: false,

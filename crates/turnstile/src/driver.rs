@@ -58,7 +58,10 @@ impl Driver {
             Core::Timer(t) => Cores::Timer(t),
             Core::Unlimited(u) => Cores::Unlimited(u, AtomicU32::new(c.limit)),
             // The `Woken` mark is made under the core's lock, as for the queue policies.
-            Core::Auto(a) => Cores::Auto(a.with_release_hook(mark_woken_shared)),
+            Core::Auto(a) => Cores::Auto(
+                a.with_release_hook(mark_woken_shared)
+                    .with_watch_hook(may_keep_stall_watch),
+            ),
         };
         Driver {
             core,
@@ -138,6 +141,15 @@ impl Driver {
     /// Whether a queued wait should wake every stall period to run the stall check (`auto`).
     pub(crate) fn checks_stalls(&self) -> bool {
         matches!(self.core, Cores::Auto(_))
+    }
+
+    /// Whether queued wait `id` keeps `auto`'s stall watch (wakes every stall period).
+    #[inline]
+    pub(crate) fn is_stall_watch(&self, id: WaitId) -> bool {
+        match &self.core {
+            Cores::Auto(c) => c.is_stall_watch(id),
+            _ => false,
+        }
     }
 
     /// `auto`'s stall check, run by a waiter that woke after a stall period.
@@ -251,6 +263,7 @@ impl Driver {
             Cores::Auto(c) => {
                 let (a, out) = c.finish_wait(id, self.precise_ns(), crate::clock::process_cpu_ns);
                 self.deliver_all(out);
+                nudge(c.take_nudge());
                 a
             }
             _ => lock(self.queue()).finish_wait(id),
@@ -261,7 +274,11 @@ impl Driver {
     /// made in the same instant (then it is inside and must exit normally).
     pub(crate) fn cancel_wait(&self, id: WaitId) -> Option<Admission> {
         match &self.core {
-            Cores::Auto(c) => c.cancel_wait(id),
+            Cores::Auto(c) => {
+                let a = c.cancel_wait(id);
+                nudge(c.take_nudge());
+                a
+            }
             _ => lock(self.queue()).cancel_wait(id),
         }
     }
@@ -392,6 +409,21 @@ impl Driver {
         if let Some(waker) = waker {
             waker.wake();
         }
+    }
+}
+
+/// `auto`: only thread sessions keep the stall watch (their waits wake on a timer).
+fn may_keep_stall_watch(sh: &Arc<SessionShared>) -> bool {
+    !sh.is_async.load(Ordering::Relaxed)
+}
+
+/// Tells a waiter that the stall watch passed to it: wakes it without a slot, so that it
+/// sees it keeps the watch and sleeps on the stall period's timer. Under its wake lock, so
+/// that a waiter between its check and its sleep cannot miss it.
+fn nudge(w: Option<Arc<SessionShared>>) {
+    if let Some(w) = w {
+        drop(lock(&w.wake));
+        w.cv.notify_one();
     }
 }
 

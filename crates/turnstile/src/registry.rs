@@ -42,6 +42,9 @@ pub(crate) struct SessionShared {
     pub(crate) owner: std::sync::atomic::AtomicUsize,
     /// `auto`'s automatic step-out: `gate_hook::{NONE, SLOT, LENT}`.
     pub(crate) held: std::sync::atomic::AtomicU8,
+    /// An async session's: its waits do not wake on a timer, so it never keeps `auto`'s
+    /// stall watch. Set once, before its first wait.
+    pub(crate) is_async: AtomicBool,
 }
 
 #[derive(Default)]
@@ -70,6 +73,7 @@ impl SessionShared {
             held: std::sync::atomic::AtomicU8::new(0),
             cv: Condvar::new(),
             cancel: AtomicBool::new(false),
+            is_async: AtomicBool::new(false),
         }
     }
 

@@ -613,7 +613,9 @@ impl Session {
     }
 
     /// Blocks until wait `id` is released by a hand-off, or the wait is cancelled / times out.
-    /// Under `auto`, the waiter wakes every [`STALL_PERIOD`] to run the stall check.
+    /// Under `auto`, the waiter that keeps the stall watch wakes every [`STALL_PERIOD`] to
+    /// run the stall check; the watch passes to another waiter (woken to take it) when its
+    /// keeper leaves the queue.
     fn wait_handoff(
         &self,
         gate: &GateInner,
@@ -621,8 +623,8 @@ impl Session {
         deadline: Deadline,
     ) -> Result<Admission, Abort> {
         // Under loom a timed wait never times out: the model checks hand-offs, not the clock.
-        let stall_period = (gate.driver.checks_stalls() && !cfg!(loom)).then_some(STALL_PERIOD);
-        let mut next_check = stall_period.map(|p| Instant::now() + p);
+        let checks_stalls = gate.driver.checks_stalls() && !cfg!(loom);
+        let mut next_check: Option<Instant> = None;
         let mut w = lock(&self.sh.wake);
         let outcome = loop {
             if w.released == Some(id) {
@@ -635,11 +637,18 @@ impl Session {
             if deadline.at.is_some_and(|dl| now >= dl) {
                 break Err(deadline.expired());
             }
-            if let (Some(check), Some(period)) = (next_check, stall_period) {
+            // Read under the wake lock: a nudge that passes the watch here takes that lock
+            // before it notifies, so it is either seen now or wakes this wait.
+            if !(checks_stalls && gate.driver.is_stall_watch(id)) {
+                next_check = None;
+            } else if next_check.is_none() {
+                next_check = Some(now + STALL_PERIOD);
+            }
+            if let Some(check) = next_check {
                 if now >= check {
                     drop(w);
                     gate.driver.stall_check();
-                    next_check = Some(now + period);
+                    next_check = Some(now + STALL_PERIOD);
                     w = lock(&self.sh.wake);
                     continue;
                 }

@@ -186,6 +186,55 @@ fn a_stall_where_every_holder_blocks_undeclared_is_broken_by_the_stall_check_and
 }
 
 #[test]
+fn a_stall_is_still_broken_after_the_waiter_keeping_the_stall_watch_gave_up() {
+    // Only one waiter wakes on the stall period's timer (the first to queue); the others
+    // sleep until their hand-off. When the keeper leaves the queue the watch passes on, and
+    // the waiter it passes to is woken to take it: without that, this stall would last as
+    // long as the holder blocks.
+    let g = Gate::new(GateConfig::new(Policy::Auto).limit(1)).unwrap();
+    let mut h = g.named_session("blocked-holder");
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let holder = thread::spawn(move || {
+        let mut st = h.begin();
+        let _c = st.enter().unwrap();
+        rx.recv().unwrap(); // blocked, slot held, until the test lets go
+    });
+    wait_for(&g, "the holder inside", |s| s.inside == 1);
+    let mut first = g.named_session("first");
+    let cancel_first = first.canceler();
+    let first = thread::spawn(move || {
+        let mut st = first.begin();
+        let admitted = st.enter().map(|c| c.admitted());
+        admitted
+    });
+    wait_for(&g, "first queued", |s| s.queued == 1);
+    let g2 = g.clone();
+    let second = thread::spawn(move || {
+        let mut s = g2.named_session("second");
+        let mut st = s.begin();
+        let admitted = st.enter().unwrap().admitted();
+        admitted
+    });
+    wait_for(&g, "second queued", |s| s.queued == 2);
+    cancel_first.cancel();
+    // Cancelled, unless its own stall check (after a stall period) admitted it first.
+    match first.join().unwrap() {
+        Err(GateError::Cancelled { .. }) | Ok(true) => {}
+        other => panic!("first: {other:?}"),
+    }
+    assert!(
+        second.join().unwrap(),
+        "second admitted while the holder still blocks"
+    );
+    let a = g.stats().auto.unwrap();
+    assert!(a.stall_ticks >= 1 && g.limit() >= 2, "{a:?}");
+    tx.send(()).unwrap();
+    holder.join().unwrap();
+    let s = g.stats();
+    assert_eq!((s.inside, s.queued, s.waiting), (0, 0, 0), "{s:?}");
+}
+
+#[test]
 fn a_full_queue_refuses_with_a_typed_reason_and_leaves_no_stale_state() {
     let g = Gate::new(auto(1).max_waiting(1)).unwrap();
     let mut h = g.session();
@@ -414,7 +463,11 @@ fn hand_over_to_a_holder(
     });
     wait_for(g, "b queued", |s| s.queued == 1);
     drop(st);
-    wait_for(g, "b inside", |s| s.inside == 1 && s.queued == 0);
+    // Running, not only handed the slot: while a hand-off is pending, a newcomer may run in
+    // its place (FLIFO's rule), and the caller's next waiter must queue.
+    wait_for(g, "b inside and running", |s| {
+        s.inside == 1 && s.queued == 0 && s.auto.is_some_and(|a| a.pending == 0)
+    });
     (b, go_tx)
 }
 
