@@ -158,6 +158,13 @@ pub enum Decision {
 ///   `u` ≥ 0.98 and the limit above the CPU count: every CPU is busy and slots past the
 ///   CPUs only add preemption; lower by 1. In between: hold (the dead band is the
 ///   hysteresis).
+/// * **hand-off bound** first: with the CPUs busy (`u` ≥ 0.95), a window whose CPU time per
+///   hand-off is under 2 × [`HANDOFF_CPU`] spent at least half its CPU handing slots over
+///   (statements shorter than a wake-up: `repro pileup`'s 1 µs queries made 200,000
+///   hand-offs a second at a limit of 5–9). More slots mean fewer hand-offs, and the CPUs
+///   stay busy either way: raise by a quarter (at least 1). The CPU reading cannot tell
+///   hand-off overhead from work, so without this rule the decay below held such a limit
+///   down.
 /// * Without a CPU measurement (off Linux, or the first window), prompt grants or a stall in
 ///   a window raise by 1 and late grants cut.
 #[derive(Debug, Clone)]
@@ -178,6 +185,11 @@ pub struct LimitController {
     /// See `raises`.
     pub cuts: u64,
 }
+
+/// What one hand-off costs in CPU: the grantee's switch in (2.0–7.6 µs on the development VM,
+/// `turnstile calibrate`'s ring at 2–1024 threads) and the cache it refills after it (22 µs,
+/// calibrate's `cache_refill_ns`), rounded to 25 µs.
+pub const HANDOFF_CPU: Duration = Duration::from_micros(25);
 
 /// CPU use below which slots are taken to be held by threads that are not running: with
 /// threads queued, a CPU idle more than 5 % of a window is waste. 5 % is also where
@@ -249,12 +261,20 @@ impl LimitController {
             return Decision::Hold;
         }
         let u = used.map(|cpu| cpu as f64 / (wall_ns as f64 * self.cpus as f64));
+        let handoff_bound = match (used, u) {
+            (Some(cpu), Some(u)) if grants > 0 && u >= U_LOW => {
+                cpu / u64::from(grants) < 2 * HANDOFF_CPU.as_nanos() as u64
+            }
+            _ => false,
+        };
         // Late grants mean oversubscribed CPUs only while the CPUs are busy: with idle CPUs
         // in the window they were bursts (measured: cutting on them anyway held the limit at
         // 35-40 on `bench gate --block-us 200` with 64 threads, 81-86 % of the best fixed
         // limit's throughput, with the CPUs 93 % busy).
         let late_and_busy = grants > 0 && late * 8 > grants && !matches!(u, Some(u) if u < U_LOW);
-        let new = if late_and_busy {
+        let new = if handoff_bound {
+            limit + (limit / 4).max(1)
+        } else if late_and_busy {
             (limit - limit / 4).min(limit.saturating_sub(1))
         } else {
             match u {
@@ -1178,6 +1198,35 @@ mod tests {
         // In the dead band (u = 0.96), at the CPU count: hold.
         c.observe_queue();
         assert_eq!(c.decide(4, 60 * MS, Some(237 * MS)), Decision::Hold);
+    }
+
+    #[test]
+    fn busy_cpus_spent_on_hand_offs_raise_the_limit_and_costly_work_per_hand_off_does_not() {
+        let mut c = LimitController::new(2, 1, 64);
+        c.decide(8, 0, Some(0));
+        // 20 ms on 2 CPUs, all busy (40 ms of CPU), 4,000 hand-offs: 10 µs of CPU each,
+        // under twice a hand-off's cost, even with some late: raise by a quarter.
+        c.observe_queue();
+        for i in 0..4000 {
+            c.observe_grant(if i % 4 == 0 { 2 * MS } else { 50_000 });
+        }
+        assert_eq!(c.decide(8, 20 * MS, Some(40 * MS)), Decision::Raise(10));
+        // The same busy CPUs with 200 hand-offs (200 µs each, OLTP's): the decay towards the
+        // CPUs, as before.
+        c.observe_queue();
+        for _ in 0..200 {
+            c.observe_grant(50_000);
+        }
+        assert_eq!(c.decide(10, 40 * MS, Some(80 * MS)), Decision::Cut(9));
+        // Idle CPUs with cheap hand-offs: the idle rule (raise towards the target) decides.
+        c.observe_queue();
+        for _ in 0..100 {
+            c.observe_grant(50_000);
+        }
+        assert!(matches!(
+            c.decide(9, 60 * MS, Some(81 * MS)),
+            Decision::Raise(_)
+        ));
     }
 
     #[test]
