@@ -418,8 +418,9 @@ fn may_keep_stall_watch(sh: &Arc<SessionShared>) -> bool {
 }
 
 /// Tells a waiter that the stall watch passed to it: wakes it without a slot, so that it
-/// sees it keeps the watch and sleeps on the stall period's timer. Under its wake lock, so
-/// that a waiter between its check and its sleep cannot miss it.
+/// sees it keeps the watch and sleeps on the stall period's timer. Its wake lock is taken
+/// (and dropped) first: a waiter reads the watch and goes to sleep under that lock, so either
+/// it read the watch after the pass (made before this call) or it is asleep by the notify.
 fn nudge(w: Option<Arc<SessionShared>>) {
     if let Some(w) = w {
         drop(lock(&w.wake));
