@@ -134,6 +134,11 @@ pub struct PileupArgs {
     /// Seconds per run (default 5; quick 1.5).
     #[arg(long)]
     seconds: Option<f64>,
+    /// Repeat the whole sweep this many times (1–100) and add the medians: each ratio to the
+    /// first table count is taken within its repetition. On a shared machine one run's ratio
+    /// can move by 2 × between runs.
+    #[arg(long, default_value_t = 1)]
+    reps: usize,
     /// Folder for the charts.
     #[arg(long, default_value = "reports/repro-pileup")]
     out: PathBuf,
@@ -284,6 +289,10 @@ fn pileup_config(a: &PileupArgs) -> Result<pileup::PileupConfig, String> {
         }
         c.tables = t.clone();
     }
+    if !(1..=100).contains(&a.reps) {
+        return Err(format!("--reps {} is out of range: 1..=100", a.reps));
+    }
+    c.reps = a.reps;
     c.duration = seconds(a.seconds, c.duration)?;
     Ok(c)
 }
@@ -396,14 +405,32 @@ pub fn oltp_chart(r: &oltp::OltpReport, dir: &Path) -> Result<String, String> {
 /// Queries per second against tables for each mode, and each run's time series.
 pub fn pileup_charts(r: &pileup::PileupReport, dir: &Path) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
-    let by_mode = ["hold-slot", "release-slot", "group-commit"].map(|m| Series {
-        name: m.to_string(),
-        points: r
-            .runs
-            .iter()
-            .filter(|x| x.mode == m)
-            .map(|x| (x.tables as f64, x.queries_per_s.max(0.1)))
-            .collect(),
+    // With repetitions, the median per table count.
+    let by_mode = [
+        "hold-slot",
+        "release-slot",
+        "group-commit",
+        "auto-hold-slot",
+    ]
+    .map(|m| {
+        let mut counts: Vec<usize> = r.runs.iter().map(|x| x.tables).collect();
+        counts.sort_unstable();
+        counts.dedup();
+        Series {
+            name: m.to_string(),
+            points: counts
+                .into_iter()
+                .filter_map(|n| {
+                    let q: Vec<f64> = r
+                        .runs
+                        .iter()
+                        .filter(|x| x.mode == m && x.tables == n)
+                        .map(|x| x.queries_per_s)
+                        .collect();
+                    (!q.is_empty()).then(|| (n as f64, turnstile_bench::stats::median(&q).max(0.1)))
+                })
+                .collect(),
+        }
     });
     let path = dir.join("pileup-queries.svg");
     LineChart {
@@ -416,9 +443,11 @@ pub fn pileup_charts(r: &pileup::PileupReport, dir: &Path) -> Result<Vec<String>
     }
     .write_svg(&path)?;
     out.push(path.display().to_string());
+    // The first repetition's time series.
     let series = r
         .runs
         .iter()
+        .filter(|x| x.rep == 0)
         .map(|x| Series {
             name: format!("{} tables, {}", x.tables, x.mode),
             points: x
@@ -523,11 +552,12 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
             let cfg = pileup_config(a)?;
             let c = a.common.common()?;
             // Per table count and setting: one step per table prepared, one for the run.
-            let steps: usize = cfg
-                .tables
-                .iter()
-                .map(|n| pileup::SETTINGS.len() * (n + 1))
-                .sum();
+            let steps: usize = cfg.reps
+                * cfg
+                    .tables
+                    .iter()
+                    .map(|n| pileup::SETTINGS.len() * (n + 1))
+                    .sum::<usize>();
             let mut bar = Bar::new(steps);
             let r = pileup::run(&c, &cfg, &mut bar).map_err(err);
             bar.finish();

@@ -521,6 +521,10 @@ fn repro_bad_input_exits_2_and_writes_nothing() {
             "unknown mixed setting 'classic': expected one of classic-500, classic-10M, flifo, polling",
         ),
         (
+            vec!["repro", "pileup", "--data-dir", d, "--reps", "0"],
+            "--reps 0 is out of range: 1..=100",
+        ),
+        (
             vec!["repro", "mixed", "--data-dir", d, "--rows", "0"],
             "--rows must be positive",
         ),

@@ -17,6 +17,7 @@ use turnstile_engine::schema::Row;
 use turnstile_engine::{CommitMode, Connection, Engine};
 
 use super::{join_all, stopped, Common, Progress, ReproError};
+use crate::stats::median;
 
 /// The binlog fsync time the pileup emulates unless `--fsync-ms` says otherwise: 60 ms, the
 /// seed's disk (one 7200 RPM SATA disk with write barriers: "~16 inserts/second" through one
@@ -39,6 +40,9 @@ pub struct PileupConfig {
     /// Sampling interval of the time series.
     #[serde(serialize_with = "crate::stats::ser_ms", rename = "sample_ms")]
     pub sample: Duration,
+    /// Repetitions of the whole sweep (each ratio is taken within its repetition; the report
+    /// adds medians). On a shared machine one run's ratio moves by 2 × between runs.
+    pub reps: usize,
 }
 
 impl PileupConfig {
@@ -51,6 +55,7 @@ impl PileupConfig {
             limit: 8,
             duration: Duration::from_secs(5),
             sample: Duration::from_millis(100),
+            reps: 1,
         }
     }
 
@@ -91,6 +96,8 @@ pub struct PileupRun {
     /// The gate's policy.
     #[serde(serialize_with = "crate::repro::oltp::ser_policy")]
     pub policy: Policy,
+    /// The repetition this run belongs to (0-based; see [`PileupConfig::reps`]).
+    pub rep: usize,
     /// Inserts per second.
     pub inserts_per_s: f64,
     /// Queries per second.
@@ -132,9 +139,9 @@ pub fn run(
     cfg: &PileupConfig,
     progress: &mut dyn Progress,
 ) -> Result<PileupReport, ReproError> {
-    if cfg.tables.is_empty() || cfg.tables.contains(&0) || cfg.rows == 0 {
+    if cfg.tables.is_empty() || cfg.tables.contains(&0) || cfg.rows == 0 || cfg.reps == 0 {
         return Err(ReproError::BadInput(
-            "pileup: table counts and rows must be positive".into(),
+            "pileup: table counts, rows and repetitions must be positive".into(),
         ));
     }
     if cfg.duration.is_zero() || cfg.sample.is_zero() {
@@ -146,6 +153,23 @@ pub fn run(
         .limit(cfg.limit)
         .validate()?;
     let mut runs = Vec::new();
+    for rep in 0..cfg.reps {
+        sweep(common, cfg, rep, progress, &mut runs)?;
+    }
+    Ok(PileupReport {
+        config: cfg.clone(),
+        runs,
+    })
+}
+
+/// One repetition: every table count in each of [`SETTINGS`].
+fn sweep(
+    common: &Common,
+    cfg: &PileupConfig,
+    rep: usize,
+    progress: &mut dyn Progress,
+    runs: &mut Vec<PileupRun>,
+) -> Result<(), ReproError> {
     for &n in &cfg.tables {
         for (policy, mode) in SETTINGS {
             if stopped() {
@@ -158,7 +182,15 @@ pub fn run(
                 // Drop the previous run's inserts.
                 engine.truncate_above(&table(i), cfg.rows)?;
             }
-            progress.step(&format!("pileup: {n} tables, {}", mode_name(policy, mode)));
+            let of = if cfg.reps > 1 {
+                format!(" (repetition {} of {})", rep + 1, cfg.reps)
+            } else {
+                String::new()
+            };
+            progress.step(&format!(
+                "pileup: {n} tables, {}{of}",
+                mode_name(policy, mode)
+            ));
             let (mut r, acked) = one_run(engine, cfg, n, policy, mode)?;
             // Reopen the data and look for every acknowledged insert.
             let engine = common.open_with(SEED_DISK_FSYNC)?;
@@ -170,13 +202,11 @@ pub fn run(
             }
             drop(engine);
             r.found = found;
+            r.rep = rep;
             runs.push(r);
         }
     }
-    Ok(PileupReport {
-        config: cfg.clone(),
-        runs,
-    })
+    Ok(())
 }
 
 /// The runs per table count: the seed's gate in both modes, group commit, and `auto` with the
@@ -327,6 +357,7 @@ fn one_run(
         tables: n,
         mode: mode_name(policy, mode),
         policy,
+        rep: 0,
         inserts_per_s: commits as f64 / elapsed,
         queries_per_s: q_total as f64 / elapsed,
         acknowledged: acked.iter().sum(),
@@ -369,17 +400,16 @@ pub fn markdown(r: &PileupReport) -> String {
         r.config.duration.as_millis(),
         r.config.rows
     );
+    let reps = r.config.reps > 1;
     let _ = writeln!(
         s,
-        "| tables | mode | inserts/s | queries/s | q/s ÷ q/s at {} tables | seed q/s | fsync ms | fsyncs/s | commits/fsync | CPU % | acknowledged | found |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        r.config.tables.first().copied().unwrap_or(0)
+        "| tables | mode |{} inserts/s | queries/s | q/s ÷ q/s at {} tables | seed q/s | fsync ms | fsyncs/s | commits/fsync | CPU % | acknowledged | found |\n|---:|---|{}---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        if reps { " rep |" } else { "" },
+        r.config.tables.first().copied().unwrap_or(0),
+        if reps { "---:|" } else { "" },
     );
     for x in &r.runs {
-        let base = r
-            .runs
-            .iter()
-            .find(|b| b.mode == x.mode && Some(b.tables) == r.config.tables.first().copied())
-            .map_or(f64::NAN, |b| x.queries_per_s / b.queries_per_s.max(1e-9));
+        let base = ratio_to_first(r, x);
         let seed =
             SEED.iter()
                 .find(|(t, _, _)| *t == x.tables)
@@ -393,9 +423,14 @@ pub fn markdown(r: &PileupReport) -> String {
                 });
         let _ = writeln!(
             s,
-            "| {} | {} | {:.1} | {:.0} | {:.3} | {} | {:.2} | {:.1} | {:.2} | {:.0} | {} | {} |",
+            "| {} | {} |{} {:.1} | {:.0} | {:.3} | {} | {:.2} | {:.1} | {:.2} | {:.0} | {} | {} |",
             x.tables,
             x.mode,
+            if reps {
+                format!(" {} |", x.rep + 1)
+            } else {
+                String::new()
+            },
             x.inserts_per_s,
             x.queries_per_s,
             base,
@@ -408,9 +443,13 @@ pub fn markdown(r: &PileupReport) -> String {
             x.found
         );
     }
+    if reps {
+        s.push_str(&medians(r));
+    }
     s.push_str(&per_table_count(r, "Inserts/s", |x| x.inserts_per_s, 1));
     s.push_str(&per_table_count(r, "Queries/s", |x| x.queries_per_s, 0));
-    for x in &r.runs {
+    // Where sessions were: the first repetition's runs.
+    for x in r.runs.iter().filter(|x| x.rep == 0) {
         let total: u64 = x.profile.iter().map(|(_, v)| v).sum();
         let _ = writeln!(
             s,
@@ -428,6 +467,69 @@ pub fn markdown(r: &PileupReport) -> String {
                 100.0 * v as f64 / total.max(1) as f64
             );
         }
+    }
+    s
+}
+
+/// `x`'s queries/s ÷ those of the run at the first table count with the same mode, in the same
+/// repetition (NaN if there is none).
+fn ratio_to_first(r: &PileupReport, x: &PileupRun) -> f64 {
+    r.runs
+        .iter()
+        .find(|b| {
+            b.mode == x.mode && b.rep == x.rep && Some(b.tables) == r.config.tables.first().copied()
+        })
+        .map_or(f64::NAN, |b| x.queries_per_s / b.queries_per_s.max(1e-9))
+}
+
+/// With repetitions: per table count and mode, the median and range of queries/s and of the
+/// ratio to the first table count (each ratio within its repetition).
+fn medians(r: &PileupReport) -> String {
+    use std::fmt::Write;
+    let first = r.config.tables.first().copied().unwrap_or(0);
+    let mut s = format!(
+        "\nOver {} repetitions (each ratio within its repetition):\n\n| tables | mode | q/s median | q/s min–max | q/s ÷ q/s at {first} tables, median | min–max |\n|---:|---|---:|---|---:|---|\n",
+        r.config.reps
+    );
+    let mut keys: Vec<(usize, &str)> = Vec::new();
+    for x in &r.runs {
+        if !keys.contains(&(x.tables, x.mode)) {
+            keys.push((x.tables, x.mode));
+        }
+    }
+    for (n, m) in keys {
+        let runs: Vec<&PileupRun> = r
+            .runs
+            .iter()
+            .filter(|x| x.tables == n && x.mode == m)
+            .collect();
+        let q: Vec<f64> = runs.iter().map(|x| x.queries_per_s).collect();
+        let ratio: Vec<f64> = runs
+            .iter()
+            .map(|x| ratio_to_first(r, x))
+            .filter(|v| v.is_finite())
+            .collect();
+        let range = |v: &[f64], d: usize| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            format!("{lo:.d$}–{hi:.d$}")
+        };
+        let _ = writeln!(
+            s,
+            "| {n} | {m} | {:.0} | {} | {:.3} | {} |",
+            median(&q),
+            range(&q, 0),
+            if ratio.is_empty() {
+                f64::NAN
+            } else {
+                median(&ratio)
+            },
+            if ratio.is_empty() {
+                String::new()
+            } else {
+                range(&ratio, 3)
+            },
+        );
     }
     s
 }
@@ -450,13 +552,22 @@ fn per_table_count(
     let mut counts: Vec<usize> = r.runs.iter().map(|x| x.tables).collect();
     counts.sort_unstable();
     counts.dedup();
+    // The median over the repetitions (the one run's value when there is one).
     let get = |n: usize, m: &str| {
-        r.runs
+        let v: Vec<f64> = r
+            .runs
             .iter()
-            .find(|x| x.tables == n && x.mode == m)
+            .filter(|x| x.tables == n && x.mode == m)
             .map(&value)
+            .collect();
+        (!v.is_empty()).then(|| median(&v))
     };
-    let mut s = format!("\n{what} per table count and mode:\n\n| tables |");
+    let of = if r.config.reps > 1 {
+        format!(" (medians of {} repetitions)", r.config.reps)
+    } else {
+        String::new()
+    };
+    let mut s = format!("\n{what} per table count and mode{of}:\n\n| tables |");
     for m in &modes {
         let _ = write!(s, " {m} |");
     }
@@ -510,6 +621,7 @@ mod tests {
             limit: 1,
             duration: Duration::from_millis(200),
             sample: Duration::from_millis(50),
+            reps: 1,
         };
         let r = run(&common, &cfg, &mut super::super::Quiet).unwrap();
         assert_eq!(r.runs.len(), 2 * SETTINGS.len());
@@ -528,5 +640,67 @@ mod tests {
             "{md}"
         );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn synthetic(tables: usize, rep: usize, qps: f64) -> PileupRun {
+        PileupRun {
+            tables,
+            mode: "auto-hold-slot",
+            policy: Policy::Auto,
+            rep,
+            inserts_per_s: 15.0,
+            queries_per_s: qps,
+            acknowledged: 10,
+            found: 10,
+            fsync_ms: 60.0,
+            fsyncs_per_s: 15.0,
+            commits_per_fsync: 1.0,
+            cpu: 90.0,
+            series: Vec::new(),
+            profile: vec![(format!("rep {rep}"), 1)],
+        }
+    }
+
+    #[test]
+    fn repetitions_take_each_ratio_within_its_repetition_and_report_the_medians() {
+        let cfg = PileupConfig {
+            tables: vec![4, 16],
+            reps: 3,
+            ..PileupConfig::quick()
+        };
+        // Ratios 16 ÷ 4 within each repetition: 0.5, 1.0 and 2.0 (median 1.0, range
+        // 0.5–2.0), while the 4-table q/s spread from 500 to 2000.
+        let runs = vec![
+            synthetic(4, 0, 2000.0),
+            synthetic(16, 0, 1000.0),
+            synthetic(4, 1, 1000.0),
+            synthetic(16, 1, 1000.0),
+            synthetic(4, 2, 500.0),
+            synthetic(16, 2, 1000.0),
+        ];
+        let md = markdown(&PileupReport { config: cfg, runs });
+        assert!(md.contains("| tables | mode | rep | inserts/s |"), "{md}");
+        assert!(
+            md.contains("| 16 | auto-hold-slot | 3 | 15.0 | 1000 | 2.000 |"),
+            "{md}"
+        );
+        assert!(md.contains("Over 3 repetitions"), "{md}");
+        assert!(
+            md.contains("| 16 | auto-hold-slot | 1000 | 1000–1000 | 1.000 | 0.500–2.000 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 4 | auto-hold-slot | 1000 | 500–2000 | 1.000 | 1.000–1.000 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("Queries/s per table count and mode (medians of 3 repetitions)"),
+            "{md}"
+        );
+        // Where sessions were: the first repetition only.
+        assert!(
+            md.contains("rep 0") && !md.contains("rep 1") && !md.contains("rep 2"),
+            "{md}"
+        );
     }
 }
