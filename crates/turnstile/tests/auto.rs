@@ -209,11 +209,12 @@ fn a_stall_is_still_broken_after_the_waiter_keeping_the_stall_watch_gave_up() {
     });
     wait_for(&g, "first queued", |s| s.queued == 1);
     let g2 = g.clone();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<bool>();
     let second = thread::spawn(move || {
         let mut s = g2.named_session("second");
         let mut st = s.begin();
         let admitted = st.enter().unwrap().admitted();
-        admitted
+        done_tx.send(admitted).unwrap();
     });
     wait_for(&g, "second queued", |s| s.queued == 2);
     cancel_first.cancel();
@@ -222,10 +223,13 @@ fn a_stall_is_still_broken_after_the_waiter_keeping_the_stall_watch_gave_up() {
         Err(GateError::Cancelled { .. }) | Ok(true) => {}
         other => panic!("first: {other:?}"),
     }
-    assert!(
-        second.join().unwrap(),
-        "second admitted while the holder still blocks"
-    );
+    // A lost pass-on would leave `second` asleep until the holder lets go, which it does
+    // only after this: fail (after a generous watchdog, not a timing) instead of hanging.
+    let admitted = done_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("watchdog: the stall watch was lost, second never admitted");
+    assert!(admitted, "second admitted while the holder still blocks");
+    second.join().unwrap();
     let a = g.stats().auto.unwrap();
     assert!(a.stall_ticks >= 1 && g.limit() >= 2, "{a:?}");
     tx.send(()).unwrap();

@@ -611,6 +611,7 @@ impl<W: Clone> AutoCore<W> {
         if q.waiters.is_empty() {
             q.last_progress_ns = now;
         }
+        let may_watch = self.may_watch(waiter);
         q.waiters.push_back(Waiter {
             id,
             waiter: waiter.clone(),
@@ -618,10 +619,9 @@ impl<W: Clone> AutoCore<W> {
             priority: at.holds_locks,
             head: false,
             released_ns: 0,
-            may_watch: self.may_watch(waiter),
+            may_watch,
         });
-        let may = self.may_watch(waiter);
-        self.appoint_watch(&mut q, id, may);
+        self.appoint_watch(&mut q, id, may_watch);
         q.prio += at.holds_locks as u32;
         q.controller.observe_queue();
         on_queue();
@@ -661,6 +661,7 @@ impl<W: Clone> AutoCore<W> {
     /// among them), ahead of every waiter that queued by arrival. The caller has counted it
     /// in `queued`.
     fn queue_at_head(&self, q: &mut Queue<W>, waiter: &W) -> WaitId {
+        let may_watch = self.may_watch(waiter);
         let id = WaitId(q.next_id);
         q.next_id += 1;
         let at = q
@@ -677,12 +678,11 @@ impl<W: Clone> AutoCore<W> {
                 priority: true,
                 head: true,
                 released_ns: 0,
-                may_watch: self.may_watch(waiter),
+                may_watch,
             },
         );
         q.prio += 1;
-        let may = self.may_watch(waiter);
-        self.appoint_watch(q, id, may);
+        self.appoint_watch(q, id, may_watch);
         id
     }
 
@@ -1202,6 +1202,8 @@ mod tests {
 
     #[test]
     fn busy_cpus_spent_on_hand_offs_raise_the_limit_and_costly_work_per_hand_off_does_not() {
+        // The controller is time-free: the times and CPU readings below are inputs it is
+        // given, not measured; the test asserts its decisions.
         let mut c = LimitController::new(2, 1, 64);
         c.decide(8, 0, Some(0));
         // 20 ms on 2 CPUs, all busy (40 ms of CPU), 4,000 hand-offs: 10 µs of CPU each,
