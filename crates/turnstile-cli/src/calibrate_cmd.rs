@@ -160,6 +160,7 @@ mod linux {
             yield_ns: whole_ns(c.yield_cost.alone.median_ns),
             mutex_handoff_ns: whole_ns(c.mutex.contended_per_acquisition.median_ns),
             mutex_uncontended_ns: whole_ns(c.mutex.uncontended_pair.median_ns),
+            wake_preempt_ns: c.wake_preempt.min_run_ns.map(whole_ns),
             switch_by_threads: c
                 .ring
                 .iter()
@@ -387,6 +388,19 @@ mod linux {
                 spread(&mx.uncontended_pair)
             ),
         );
+        let wp = &c.wake_preempt;
+        row(
+            "wake_preempt_ns",
+            m.wake_preempt_ns
+                .map_or_else(|| "none".to_string(), |v| v.to_string()),
+            format!(
+                "two threads pinned to CPU {}, taking turns; one is woken from CPU {} while the other has run a set time since it woke: the shortest run at which at least half the wake-ups ran within {:.0} µs (took the CPU) rather than at the running thread's slice end, confirmed at the next longer run (sweep below){}",
+                wp.cpu,
+                wp.waker_cpu,
+                machine::PREEMPT_AT_ONCE_NS / 1e3,
+                if wp.points.is_empty() { "; not measured: one CPU" } else { "" }
+            ),
+        );
         let _ = writeln!(
             s,
             "\nWake-up latency sweep (the waker sleeps {} µs, wakes the waiter and sleeps until it has run; spinners, waker and waiter unpinned):\n\n\
@@ -408,6 +422,27 @@ mod linux {
                 l.p10_ns,
                 l.p90_ns
             );
+        }
+        if !wp.points.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nWake-up preemption sweep (the woken thread's latency against how long the running one had run):\n\n\
+                 | running thread had run, µs | samples | median ns | p10 ns | p90 ns | took the CPU at once |\n\
+                 |---:|---:|---:|---:|---:|---:|"
+            );
+            for p in &wp.points {
+                let l = &p.latency;
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} % |",
+                    p.ran_us,
+                    l.samples,
+                    l.median_ns,
+                    l.p10_ns,
+                    l.p90_ns,
+                    100.0 * p.at_once_share
+                );
+            }
         }
         s
     }
@@ -483,6 +518,7 @@ mod tests {
         c.timer_slack.sleep_1ms.median_ns = 57_000.0;
         c.yield_cost.alone.median_ns = 321.2;
         c.mutex.contended_per_acquisition.median_ns = 80.7;
+        c.wake_preempt.min_run_ns = Some(1_500_000.2);
         c
     }
 
@@ -501,16 +537,20 @@ mod tests {
         assert_eq!(m.timer_slack_ns, 57_000);
         assert_eq!(m.yield_ns, 321);
         assert_eq!(m.mutex_handoff_ns, 81);
+        assert_eq!(m.wake_preempt_ns, Some(1_500_000));
         assert_eq!(m.time_slice_ns, MachineConfig::default().time_slice_ns);
         assert!(m.validate().is_ok());
     }
 
     #[test]
-    fn cores_flag_overrides_the_cpu_count_and_a_negative_slope_becomes_zero() {
+    fn cores_flag_overrides_the_cpu_count_a_negative_slope_becomes_zero_and_no_preemption_stays_none(
+    ) {
         let mut c = calibration();
         c.wake.slope_ns_per_runnable = -50.0;
         c.cache_refill.refill_ns = f64::NAN;
+        c.wake_preempt.min_run_ns = None;
         let m = file(c, Some(8)).machine;
+        assert_eq!(m.wake_preempt_ns, None);
         assert_eq!(m.cores, 8);
         assert_eq!(m.wake_per_runnable_ns, 0);
         assert_eq!(m.cache_refill_ns, 0);

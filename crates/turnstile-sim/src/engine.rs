@@ -119,6 +119,45 @@ pub struct KindStats {
     pub responses: Vec<u64>,
 }
 
+/// Where the threads are at one instant ([`Sim::census`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Census {
+    /// On a core.
+    pub running: u32,
+    /// Waiting for a core.
+    pub runnable: u32,
+    /// Holding a slot (taken: a granted waiter that has not run yet is not counted here).
+    pub inside: u32,
+    /// Granted a slot by a hand-off, not yet running to take it.
+    pub granted: u32,
+    /// In the gate's queue, not yet granted.
+    pub queued: u32,
+    /// In the gate's sleep before retrying ("sleeping before joining InnoDB queue").
+    pub sleeping: u32,
+    /// Asleep on the gate's own mutex.
+    pub mutex_sleepers: u32,
+}
+
+/// Time-mean of [`Census`] counts over a window, sampled at even steps of virtual time
+/// ([`Sim::run_sampling`]): the simulator's side of `repro oltp`'s sampled census.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct CensusMean {
+    /// Samples taken.
+    pub samples: u32,
+    /// Threads running or waiting for a core (what `/proc/stat`'s `procs_running` counts).
+    pub runnable: f64,
+    /// Threads the gate counts inside: holding a slot, or granted one and not yet running.
+    pub inside: f64,
+    /// Granted a slot by a hand-off, not yet running to take it.
+    pub woken: f64,
+    /// In the gate's queue, not yet granted.
+    pub queued: f64,
+    /// In the gate's sleep before retrying.
+    pub sleeping: f64,
+    /// Asleep on the gate's own mutex.
+    pub mutex_sleepers: f64,
+}
+
 /// Gate counters over a run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GateCounts {
@@ -165,8 +204,9 @@ struct GateMutex {
     /// A real mutex (its waiters sleep when the holder is off a core), not a bare line.
     sleeps: bool,
     holder: Option<Tid>,
-    /// The thread that held it last (its line is local to that thread's core).
-    last: Option<Tid>,
+    /// The core whose thread held it last: its cache line is local to that core, whichever
+    /// thread runs there now.
+    last_core: Option<u32>,
     /// Threads spinning, each on its core.
     spinners: VecDeque<(Tid, u32)>,
     /// Threads asleep on it.
@@ -242,7 +282,12 @@ struct Thread {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
     /// A core finished a CPU slice for `tid`.
-    SliceDone { core: u32, tid: Tid, ran: u64 },
+    SliceDone {
+        core: u32,
+        tid: Tid,
+        ran: u64,
+        gen: u64,
+    },
     /// `tid` becomes runnable (wake-up latency or sleep done).
     Ready { tid: Tid },
     /// The core finished switching to `tid`.
@@ -284,6 +329,15 @@ pub struct Sim {
     last_ran: Vec<Option<Tid>>,
     /// Time left in the running thread's slice, per core (reset at each dispatch).
     slice_left: Vec<u64>,
+    /// When each core's thread began its current slice (its dispatch, or the renewal of its
+    /// slice), ns.
+    slice_began: Vec<u64>,
+    /// When each core's current CPU burst started, ns.
+    burst_start: Vec<u64>,
+    /// Each core's burst generation: a `SliceDone` of an older one was cut short.
+    burst_gen: Vec<u64>,
+    /// Whether each core's thread is in a CPU burst now.
+    in_burst: Vec<bool>,
     /// Threads woken (signalled or out of a timed sleep), waiting for a core, with the time
     /// they queued.
     runq_woken: VecDeque<(Tid, u64)>,
@@ -326,6 +380,8 @@ pub struct Sim {
     busy_total: f64,
     /// Gate counters.
     pub gate_counts: GateCounts,
+    /// Wake-up preemptions since the last reset.
+    pub wake_preemptions: u64,
     /// Time-integral of threads in system (between Begin and Done), ns·threads.
     in_system_area: f64,
     in_system: u64,
@@ -364,6 +420,10 @@ impl Sim {
             cores: vec![None; machine.cores as usize],
             last_ran: vec![None; machine.cores as usize],
             slice_left: vec![0; machine.cores as usize],
+            slice_began: vec![0; machine.cores as usize],
+            burst_start: vec![0; machine.cores as usize],
+            burst_gen: vec![0; machine.cores as usize],
+            in_burst: vec![false; machine.cores as usize],
             gate_mutex: (machine.mutex_handoff_ns > 0).then(|| GateMutex {
                 sleeps: has_mutex,
                 ..GateMutex::default()
@@ -390,6 +450,7 @@ impl Sim {
             busy_now: 0,
             busy_last: 0,
             gate_counts: GateCounts::default(),
+            wake_preemptions: 0,
             in_system_area: 0.0,
             in_system: 0,
             last_change: 0,
@@ -480,6 +541,7 @@ impl Sim {
         self.busy_area = 0.0;
         self.busy_last = self.now;
         self.gate_counts = GateCounts::default();
+        self.wake_preemptions = 0;
         self.in_system_area = 0.0;
         self.last_change = self.now;
         self.measure_from = self.now;
@@ -499,6 +561,83 @@ impl Sim {
     pub fn mean_inside(&mut self) -> f64 {
         self.account_inside();
         self.inside_area / (self.now - self.measure_from).max(1) as f64
+    }
+
+    /// Where every thread is now: the simulator's counterpart of the state listing
+    /// (`SHOW ENGINE INNODB STATUS`) the real `repro oltp` samples at the end of a run.
+    pub fn census(&self) -> Census {
+        let mut c = Census::default();
+        let mut on_runq = vec![false; self.threads.len()];
+        for &(t, _) in self.runq.iter().chain(self.runq_woken.iter()) {
+            on_runq[t as usize] = true;
+        }
+        let mutex_sleeper = |t: Tid| {
+            self.gate_mutex
+                .as_ref()
+                .is_some_and(|m| m.sleepers.contains(&t))
+        };
+        for (i, t) in self.threads.iter().enumerate() {
+            let tid = i as Tid;
+            if t.halted {
+                continue;
+            }
+            let running = self.cores.contains(&Some(tid));
+            if running {
+                c.running += 1;
+            } else if on_runq[i] {
+                c.runnable += 1;
+            }
+            if t.hold.is_some() {
+                c.inside += 1;
+            }
+            match t.resume {
+                Resume::FinishWait(_) if !running => c.granted += 1,
+                Resume::RetryEnter if !running && !on_runq[i] => c.sleeping += 1,
+                Resume::GateMutex if mutex_sleeper(tid) => c.mutex_sleepers += 1,
+                _ => {}
+            }
+        }
+        // Every waiter not yet released is still queued; the rest were granted a slot.
+        c.queued = match &self.gate {
+            Core::Queue(q) => q.queued(),
+            Core::Auto(a) => a.gauges().queued,
+            _ => 0,
+        };
+        c.granted -= c.queued.min(c.granted);
+        c
+    }
+
+    /// Runs until `until` like [`Sim::run_until`], taking a [`Census`] every `every` ns of
+    /// virtual time on the way; returns their means. Sampling does not change the run: the
+    /// same events happen in the same order.
+    pub fn run_sampling(&mut self, until: u64, every: u64) -> CensusMean {
+        let mut m = CensusMean::default();
+        let every = every.max(1);
+        let mut t = self.now;
+        while t < until {
+            t = t.saturating_add(every).min(until);
+            self.run_until(t);
+            let c = self.census();
+            m.samples += 1;
+            m.runnable += (c.running + c.runnable) as f64;
+            m.inside += (c.inside + c.granted) as f64;
+            m.woken += c.granted as f64;
+            m.queued += c.queued as f64;
+            m.sleeping += c.sleeping as f64;
+            m.mutex_sleepers += c.mutex_sleepers as f64;
+        }
+        let n = m.samples.max(1) as f64;
+        for v in [
+            &mut m.runnable,
+            &mut m.inside,
+            &mut m.woken,
+            &mut m.queued,
+            &mut m.sleeping,
+            &mut m.mutex_sleepers,
+        ] {
+            *v /= n;
+        }
+        m
     }
 
     /// Seconds of virtual time since the last reset.
@@ -556,7 +695,13 @@ impl Sim {
             self.events += 1;
             self.hash(&e);
             match e.ev {
-                Ev::SliceDone { core, tid, ran } => self.slice_done(core, tid, ran),
+                Ev::SliceDone { core, gen, .. } if gen != self.burst_gen[core as usize] => {
+                    // The burst was cut short by a wake-up preemption.
+                }
+                Ev::SliceDone { core, tid, ran, .. } => {
+                    self.in_burst[core as usize] = false;
+                    self.slice_done(core, tid, ran)
+                }
                 Ev::Ready { tid } => {
                     if std::mem::take(&mut self.threads[tid as usize].begin_on_ready) {
                         self.begin(tid);
@@ -574,7 +719,7 @@ impl Sim {
 
     fn hash(&mut self, e: &Entry) {
         let (k, a, b) = match e.ev {
-            Ev::SliceDone { core, tid, ran } => (1u64, tid as u64 ^ (core as u64) << 32, ran),
+            Ev::SliceDone { core, tid, ran, .. } => (1u64, tid as u64 ^ (core as u64) << 32, ran),
             Ev::Ready { tid } => (2, tid as u64, 0),
             Ev::Switched { core, tid } => (3, tid as u64 ^ (core as u64) << 32, 0),
             Ev::DiskDone => (4, 0, 0),
@@ -640,7 +785,53 @@ impl Sim {
             self.dispatch(core as u32, tid);
         } else {
             self.runq_woken.push_back((tid, self.now));
+            self.wakeup_preempt();
         }
+    }
+
+    /// Wake-up preemption: a thread just woken takes the core of the thread that has run
+    /// longest in its current slice, if that is at least `wake_preempt_ns` (the slice's
+    /// protection is over) and the thread is in a CPU burst (not switching, not spinning,
+    /// not inside a bare line's read-modify-write). The preempted thread keeps the rest of
+    /// its burst and waits among the preempted.
+    fn wakeup_preempt(&mut self) {
+        let Some(min_run) = self.m.wake_preempt_ns else {
+            return;
+        };
+        let mut best: Option<(u64, usize)> = None;
+        for (c, t) in self.cores.iter().enumerate() {
+            let Some(tid) = *t else { continue };
+            let th = &self.threads[tid as usize];
+            // Only in a CPU burst (not switching, not spinning on the gate's mutex).
+            if !self.in_burst[c] || th.cpu_left == 0 {
+                continue;
+            }
+            let in_rmw = self
+                .gate_mutex
+                .as_ref()
+                .is_some_and(|m| !m.sleeps && m.holder == Some(tid));
+            if in_rmw {
+                continue;
+            }
+            let ran = self.now - self.slice_began[c];
+            if ran >= min_run && best.is_none_or(|(r, _)| ran > r) {
+                best = Some((ran, c));
+            }
+        }
+        let Some((_, c)) = best else { return };
+        let tid = self.cores[c].expect("a running thread");
+        let ran = self.now - self.burst_start[c];
+        self.burst_gen[c] += 1;
+        self.in_burst[c] = false;
+        if self.m.time_slice_ns > 0 {
+            self.slice_left[c] = self.slice_left[c].saturating_sub(ran);
+        }
+        self.threads[tid as usize].cpu_left -= ran;
+        self.threads[tid as usize].resume = Resume::Cpu;
+        self.runq.push_back((tid, self.now));
+        self.wake_preemptions += 1;
+        self.release_core(c as u32);
+        self.holder_preempted(tid);
     }
 
     /// The next thread for a free core: a preempted thread that has waited a whole scheduling
@@ -661,6 +852,7 @@ impl Sim {
         self.account_busy();
         self.busy_now += 1;
         self.slice_left[c] = self.m.time_slice_ns;
+        self.slice_began[c] = self.now;
         let mut cost = self.m.context_switch_ns;
         if self.last_ran[c] != Some(tid) {
             cost =
@@ -711,24 +903,45 @@ impl Sim {
                 .gate_mutex
                 .as_ref()
                 .is_some_and(|m| !m.sleeps && m.holder == Some(tid));
-            if self.slice_left[c] == 0 {
+            // Past its slice's protection, a thread gives the core to a woken one waiting.
+            let protected_for = self
+                .m
+                .wake_preempt_ns
+                .map(|p| (self.slice_began[c] + p).saturating_sub(self.now));
+            let yield_to_woken = protected_for == Some(0) && !self.runq_woken.is_empty();
+            if self.slice_left[c] == 0 || yield_to_woken {
                 if !in_rmw && self.any_waiting_for_core() {
+                    if self.slice_left[c] > 0 {
+                        self.wake_preemptions += 1;
+                    }
                     self.threads[tid as usize].resume = Resume::Cpu;
                     self.runq.push_back((tid, self.now));
                     self.release_core(core);
                     self.holder_preempted(tid);
                     return;
                 }
-                self.slice_left[c] = self.m.time_slice_ns;
+                if self.slice_left[c] == 0 {
+                    self.slice_left[c] = self.m.time_slice_ns;
+                    self.slice_began[c] = self.now;
+                }
             }
-            left.min(self.slice_left[c])
+            // A burst that would run past the protection's end stops there, so a woken
+            // thread already waiting takes the core at that moment.
+            match protected_for {
+                Some(p) if p > 0 => left.min(self.slice_left[c]).min(p),
+                _ => left.min(self.slice_left[c]),
+            }
         };
+        let c = core as usize;
+        self.burst_start[c] = self.now;
+        self.in_burst[c] = true;
         self.push(
             self.now + run,
             Ev::SliceDone {
                 core,
                 tid,
                 ran: run,
+                gen: self.burst_gen[c],
             },
         );
     }
@@ -848,13 +1061,13 @@ impl Sim {
     fn take_gate_mutex(&mut self, core: u32, tid: Tid) {
         let m = self.gate_mutex.as_mut().expect("a gate with a mutex");
         debug_assert!(m.holder.is_none());
-        let line = if m.last == Some(tid) {
+        let line = if m.last_core == Some(core) {
             self.m.mutex_uncontended_ns
         } else {
             self.m.mutex_handoff_ns
         };
         m.holder = Some(tid);
-        m.last = Some(tid);
+        m.last_core = Some(core);
         self.gate_counts.mutex_acquisitions += 1;
         let t = &mut self.threads[tid as usize];
         t.cpu_left = self.gate_call_ns + line;
@@ -1283,6 +1496,76 @@ mod tests {
         // them it waits for at most the running slice, so it finishes far more.
         let cycles = sim.kinds[1].count;
         assert!(cycles >= 150, "{cycles} cycles");
+    }
+
+    /// Thinks `first` ns once, then runs a 10 µs burst and marks it done, then halts.
+    struct WakeOnce(u64, u8);
+    impl Program for WakeOnce {
+        fn next(&mut self, _: u64, _: Budget, _: &mut Rng) -> Op {
+            self.1 += 1;
+            match self.1 {
+                1 => Op::Think(self.0),
+                2 => Op::Cpu(10_000),
+                3 => Op::Done(1),
+                _ => Op::Halt,
+            }
+        }
+    }
+
+    /// When the thread woken at `wake_at` ns finishes its 10 µs burst, on one core beside a
+    /// spinner whose slice began at 0, with wake-up preemption after `protect`.
+    fn woken_done_at(protect: Option<u64>, wake_at: u64) -> u64 {
+        let m = MachineConfig {
+            context_switch_ns: 0,
+            wake_preempt_ns: protect,
+            ..machine()
+        };
+        let mut sim = Sim::new(m, GateConfig::new(Policy::Unlimited), 1).unwrap();
+        sim.spawn(Box::new(Spin(1_000_000_000, false)));
+        sim.spawn(Box::new(WakeOnce(wake_at, 0)));
+        sim.run_until(20_000_000);
+        assert_eq!(sim.kinds[1].count, 1);
+        sim.done_at[1]
+    }
+
+    #[test]
+    fn a_woken_thread_takes_the_core_once_the_running_threads_slice_protection_is_over() {
+        // Without wake-up preemption the woken thread waits for the spinner's 4 ms slice.
+        assert_eq!(woken_done_at(None, 2_000_000), 4_010_000);
+        // Woken 2 ms into the spinner's slice, past a 1 ms protection: it runs at once.
+        assert_eq!(woken_done_at(Some(1_000_000), 2_000_000), 2_010_000);
+        // Woken inside the protection: it waits for its end, not for the slice's.
+        assert_eq!(woken_done_at(Some(1_000_000), 400_000), 1_010_000);
+    }
+
+    #[test]
+    fn sampling_a_census_leaves_the_run_unchanged_and_counts_every_thread_once() {
+        let gate = GateConfig::new(Policy::Classic).limit(2);
+        let run = |sample: bool| {
+            let mut sim = Sim::new(machine(), gate, 7).unwrap();
+            for _ in 0..6 {
+                sim.spawn(Box::new(crate::workload::querier(300_000)));
+            }
+            let census = if sample {
+                sim.run_sampling(200_000_000, 1_000_000)
+            } else {
+                sim.run_until(200_000_000);
+                CensusMean::default()
+            };
+            (sim.trace_hash, sim.events, census)
+        };
+        let (hash, events, census) = run(true);
+        assert_eq!((hash, events), {
+            let (h, e, _) = run(false);
+            (h, e)
+        });
+        assert_eq!(census.samples, 200);
+        // Six threads, one core, a limit of 2: the gate is full and the rest wait in it.
+        assert!(census.inside <= 2.0 + 1e-9, "{census:?}");
+        assert!(census.inside > 1.5, "{census:?}");
+        assert!(census.runnable <= 6.0 + 1e-9, "{census:?}");
+        let waiting = census.sleeping + census.queued;
+        assert!(waiting > 3.0, "{census:?}");
     }
 
     #[test]

@@ -73,6 +73,14 @@ pub struct MachineConfig {
     /// ns: `turnstile calibrate`'s one thread locking and unlocking in a loop. Charged instead
     /// of `mutex_handoff_ns` when the same thread held the gate's mutex last.
     pub mutex_uncontended_ns: u64,
+    /// Wake-up preemption: a woken thread takes the core of a thread that has run at least
+    /// this long in its current slice, ns; until then the running thread is protected and the
+    /// woken one waits for a core to free (its block, or its slice's end). `turnstile
+    /// calibrate`'s preemption sweep: two threads pinned to one CPU, one woken while the other
+    /// has run a set time (on Linux 6.18's EEVDF, 1.5 ms on 2 CPUs: the base slice 0.75 ms ×
+    /// (1 + log2 CPUs) that `RUN_TO_PARITY` protects). `None`: never (the model before the
+    /// measurement existed).
+    pub wake_preempt_ns: Option<u64>,
 }
 
 impl Default for MachineConfig {
@@ -90,6 +98,7 @@ impl Default for MachineConfig {
             yield_ns: 500,
             mutex_handoff_ns: 0,
             mutex_uncontended_ns: 0,
+            wake_preempt_ns: None,
         }
     }
 }
@@ -110,6 +119,7 @@ impl MachineConfig {
             yield_ns: 0,
             mutex_handoff_ns: 0,
             mutex_uncontended_ns: 0,
+            wake_preempt_ns: None,
         }
     }
 

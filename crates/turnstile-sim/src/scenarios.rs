@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use turnstile::{GateConfig, Policy};
 
-use crate::engine::Sim;
+use crate::engine::{CensusMean, Sim};
 use crate::machine::MachineConfig;
 use crate::workload::{inserter, querier, CentralServer, Oltp, OltpCosts, RowSend, Scan};
 
@@ -539,9 +539,19 @@ pub struct Window {
     pub little_err: f64,
     /// FNV-1a over every event of the run.
     pub trace_hash: String,
+    /// Wake-up preemptions per second (`MachineConfig::wake_preempt_ns`).
+    pub wake_preemptions_per_s: f64,
     /// Events simulated.
     pub events: u64,
+    /// Where the threads were, on average over the window (OLTP points: sampled every
+    /// [`CENSUS_EVERY_NS`] of virtual time; `samples` is 0 where a scenario does not sample):
+    /// the counterpart of `repro oltp`'s `census`.
+    pub census: CensusMean,
 }
+
+/// How often an OLTP point samples its census, ns of virtual time: 1 ms gives thousands of
+/// samples per window at a cost of one pass over the threads each.
+pub const CENSUS_EVERY_NS: u64 = 1_000_000;
 
 impl Window {
     /// Reads the window since the last `reset_stats` of `sim`.
@@ -571,6 +581,7 @@ impl Window {
             tps: x,
             mean_ms: r * 1e3,
             cs_per_s: sim.switches as f64 / secs,
+            wake_preemptions_per_s: sim.wake_preemptions as f64 / secs,
             cs_per_txn: sim.switches as f64 / n,
             admissions_per_txn: g.admissions as f64 / n,
             sleeps_per_txn: g.sleeps as f64 / n,
@@ -599,6 +610,7 @@ impl Window {
             little_err: if k.count > 0 { l / (x * r) - 1.0 } else { 0.0 },
             trace_hash: format!("{:016x}", sim.trace_hash),
             events: sim.events,
+            census: CensusMean::default(),
         }
     }
 }
@@ -666,13 +678,16 @@ pub fn oltp_point(
     let warm = (p.warmup_seconds * NS) as u64;
     sim.run_until(warm);
     sim.reset_stats();
-    sim.run_until(warm + (p.seconds * NS) as u64);
+    let end = warm + (p.seconds * NS) as u64;
+    let census = sim.run_sampling(end, CENSUS_EVERY_NS);
+    let mut w = Window::read(&mut sim);
+    w.census = census;
     let run = OltpRun {
         policy: s.name.clone(),
         threads,
         row_send: s.row_send.name(),
         gate_mutex: sim.has_gate_mutex(),
-        w: Window::read(&mut sim),
+        w,
     };
     Ok((run, sim.events))
 }
