@@ -409,6 +409,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
                     );
                 }
             }
+            s.push_str(&census_table(r, real.as_deref()));
             if let Some(real) = &real {
                 s.push_str(&compare_table(r, real));
             }
@@ -477,6 +478,19 @@ struct RealPoint {
     tps: f64,
     #[serde(default)]
     cs_per_txn: Option<f64>,
+    /// The sampled census (reports from before it existed have none).
+    #[serde(default)]
+    census: Option<RealCensus>,
+}
+
+/// `repro oltp`'s census of one point (time means).
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+struct RealCensus {
+    runnable: Option<f64>,
+    inside: f64,
+    woken: f64,
+    queued: f64,
+    sleeping: f64,
 }
 
 #[derive(serde::Deserialize)]
@@ -494,6 +508,49 @@ fn read_repro(path: &Path) -> Result<Vec<RealPoint>, String> {
         )
     })?;
     Ok(r.runs)
+}
+
+/// Where the threads were (census means), per setting and thread count; with a real report
+/// that has a census, each cell is `sim / real`.
+fn census_table(r: &scenarios::OltpReport, real: Option<&[RealPoint]>) -> String {
+    let mut s = String::from(
+        "\nWhere the threads were (means over the window: runnable = running or waiting for a core; inside = the gate's count, woken included; woken = granted a slot, not yet running)",
+    );
+    s.push_str(
+        if real.is_some_and(|r| r.iter().any(|y| y.census.is_some())) {
+            "; sim / real:\n\n"
+        } else {
+            ":\n\n"
+        },
+    );
+    s.push_str("| setting | threads | runnable | inside | woken | queued | sleeping | on gate mutex |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for x in &r.runs {
+        let c = &x.w.census;
+        let y = real
+            .and_then(|rs| {
+                rs.iter()
+                    .find(|y| y.policy == x.policy && y.threads == x.threads)
+            })
+            .and_then(|y| y.census);
+        let cell = |sim: f64, real: Option<f64>| match (y.is_some(), real) {
+            (true, Some(v)) => format!("{sim:.1} / {v:.1}"),
+            (true, None) => format!("{sim:.1} / —"),
+            (false, _) => format!("{sim:.1}"),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} |",
+            x.policy,
+            x.threads,
+            cell(c.runnable, y.and_then(|y| y.runnable)),
+            cell(c.inside, y.map(|y| y.inside)),
+            cell(c.woken, y.map(|y| y.woken)),
+            cell(c.queued, y.map(|y| y.queued)),
+            cell(c.sleeping, y.map(|y| y.sleeping)),
+            c.mutex_sleepers
+        );
+    }
+    s
 }
 
 /// The simulation beside the real engine: TPS and cs/txn ratios per setting and thread count.

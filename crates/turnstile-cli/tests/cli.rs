@@ -616,16 +616,17 @@ fn sim_oltp_and_timer_json_carry_the_fidelity_fields_and_load_a_calibration() {
     let cal = dir.join("machine.toml");
     std::fs::write(
         &cal,
-        "[machine]\ncores = 16\ncontext_switch_ns = 2000\ncache_refill_ns = 5000\nmutex_handoff_ns = 250\n[measured]\nnote = \"ignored\"\n",
+        "[machine]\ncores = 16\ncontext_switch_ns = 2000\ncache_refill_ns = 5000\nmutex_handoff_ns = 250\nwake_preempt_ns = 1500000\n[measured]\nnote = \"ignored\"\n",
     )
     .unwrap();
     let real = dir.join("real.json");
     std::fs::write(
         &real,
-        r#"{"runs":[{"policy":"classic","threads":4,"tps":50.0,"cs_per_txn":10.0}]}"#,
+        r#"{"runs":[{"policy":"classic","threads":4,"tps":50.0,"cs_per_txn":10.0,
+            "census":{"samples":9,"runnable":3.5,"inside":2.25,"woken":0.5,"queued":0.0,"sleeping":0.75}}]}"#,
     )
     .unwrap();
-    let out = turnstile(&[
+    let args = [
         "sim",
         "oltp",
         "--quick",
@@ -642,7 +643,8 @@ fn sim_oltp_and_timer_json_carry_the_fidelity_fields_and_load_a_calibration() {
         real.to_str().unwrap(),
         "--out",
         dir.to_str().unwrap(),
-    ]);
+    ];
+    let out = turnstile(&args);
     assert!(
         out.status.success(),
         "{}",
@@ -652,6 +654,7 @@ fn sim_oltp_and_timer_json_carry_the_fidelity_fields_and_load_a_calibration() {
     // The calibration's parameters, the command line's cores.
     assert_eq!(v["params"]["machine"]["cores"], 2);
     assert_eq!(v["params"]["machine"]["mutex_handoff_ns"], 250);
+    assert_eq!(v["params"]["machine"]["wake_preempt_ns"], 1_500_000);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4);
     for r in runs {
@@ -670,13 +673,36 @@ fn sim_oltp_and_timer_json_carry_the_fidelity_fields_and_load_a_calibration() {
             "fair_share_ms",
             "idle_pct",
             "little_err",
+            "wake_preemptions_per_s",
         ] {
             assert!(!r[key].is_null(), "missing {key} in {r}");
+        }
+        let c = &r["census"];
+        assert!(c["samples"].as_u64().unwrap() > 0, "{r}");
+        let threads = r["threads"].as_f64().unwrap();
+        for key in ["runnable", "inside", "woken", "queued", "sleeping"] {
+            let v = c[key].as_f64().unwrap();
+            assert!((0.0..=threads).contains(&v), "census {key} = {v} in {r}");
         }
     }
     assert_eq!(runs[0]["row_send"], "force-exit");
     assert_eq!(runs[0]["gate_mutex"], true);
     assert_eq!(runs[2]["gate_mutex"], false, "polling has no mutex");
+
+    // The people's report puts the census beside the real one where the report has it.
+    let md = turnstile(
+        &args
+            .iter()
+            .filter(|a| **a != "--json")
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    assert!(md.status.success());
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains("Where the threads were"), "{md}");
+    assert!(md.contains("; sim / real:"), "{md}");
+    assert!(md.contains(" / 3.5 |"), "the real runnable figure: {md}");
+    assert!(md.contains(" / 2.2 |") || md.contains(" / 2.3 |"), "{md}");
 
     let out = turnstile(&["sim", "timer", "--quick", "--json", "--threads", "32"]);
     assert!(

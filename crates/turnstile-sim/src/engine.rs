@@ -566,37 +566,32 @@ impl Sim {
     /// Where every thread is now: the simulator's counterpart of the state listing
     /// (`SHOW ENGINE INNODB STATUS`) the real `repro oltp` samples at the end of a run.
     pub fn census(&self) -> Census {
-        let mut c = Census::default();
-        let mut on_runq = vec![false; self.threads.len()];
-        for &(t, _) in self.runq.iter().chain(self.runq_woken.iter()) {
-            on_runq[t as usize] = true;
-        }
-        let mutex_sleeper = |t: Tid| {
-            self.gate_mutex
-                .as_ref()
-                .is_some_and(|m| m.sleepers.contains(&t))
+        // A running thread's resume state was taken when it was dispatched, so the states
+        // counted below are of threads off a core.
+        let mut c = Census {
+            running: self.cores.iter().filter(|t| t.is_some()).count() as u32,
+            runnable: (self.runq.len() + self.runq_woken.len()) as u32,
+            mutex_sleepers: self.gate_mutex.as_ref().map_or(0, |m| m.sleepers.len()) as u32,
+            ..Census::default()
         };
-        for (i, t) in self.threads.iter().enumerate() {
-            let tid = i as Tid;
-            if t.halted {
-                continue;
+        let mut retrying_on_runq = 0;
+        for &(t, _) in self.runq.iter().chain(self.runq_woken.iter()) {
+            if self.threads[t as usize].resume == Resume::RetryEnter {
+                retrying_on_runq += 1;
             }
-            let running = self.cores.contains(&Some(tid));
-            if running {
-                c.running += 1;
-            } else if on_runq[i] {
-                c.runnable += 1;
-            }
-            if t.hold.is_some() {
-                c.inside += 1;
-            }
+        }
+        let mut retrying = 0;
+        for t in self.threads.iter().filter(|t| !t.halted) {
+            c.inside += t.hold.is_some() as u32;
             match t.resume {
-                Resume::FinishWait(_) if !running => c.granted += 1,
-                Resume::RetryEnter if !running && !on_runq[i] => c.sleeping += 1,
-                Resume::GateMutex if mutex_sleeper(tid) => c.mutex_sleepers += 1,
+                Resume::FinishWait(_) => c.granted += 1,
+                Resume::RetryEnter => retrying += 1,
                 _ => {}
             }
         }
+        // Back from the gate's sleep and waiting for a core to ask again is runnable, not
+        // sleeping.
+        c.sleeping = retrying - retrying_on_runq;
         // Every waiter not yet released is still queued; the rest were granted a slot.
         c.queued = match &self.gate {
             Core::Queue(q) => q.queued(),
