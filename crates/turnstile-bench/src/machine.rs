@@ -93,6 +93,10 @@ pub struct CalibrateConfig {
     pub preempt_runs_us: Vec<u64>,
     /// Wake-ups at each point of the preemption sweep.
     pub preempt_samples: usize,
+    /// Busy threads pinned beside the sleeper at each point of the sleeper sweep.
+    pub sleeper_busy: Vec<usize>,
+    /// 10 ms sleeps of the sleeper at each point.
+    pub sleeper_samples: usize,
 }
 
 impl CalibrateConfig {
@@ -137,6 +141,10 @@ impl CalibrateConfig {
             // 30 wake-ups per point: a sample that waits for the tick lasts ~4 ms, so the sweep
             // stays near a second.
             preempt_samples: 30,
+            // One busy thread to 64: past the 32 per core of the wake-up sweep.
+            sleeper_busy: vec![1, 4, 16, 64],
+            // 40 sleeps of ~10 ms: under half a second a point.
+            sleeper_samples: 40,
         }
     }
 
@@ -157,6 +165,7 @@ impl CalibrateConfig {
             mutex_ms: 100,
             mutex_uncontended_pairs: 500_000,
             preempt_samples: 12,
+            sleeper_samples: 15,
             ..Self::full()
         }
     }
@@ -182,6 +191,8 @@ impl CalibrateConfig {
             mutex_uncontended_pairs: 1_000,
             preempt_runs_us: vec![100, 5000],
             preempt_samples: 2,
+            sleeper_busy: vec![2],
+            sleeper_samples: 2,
         }
     }
 
@@ -201,6 +212,7 @@ impl CalibrateConfig {
             ("mutex_uncontended_pairs", self.mutex_uncontended_pairs),
             ("preempt_samples", self.preempt_samples as u64),
             ("preempt_runs_us", self.preempt_runs_us.len() as u64),
+            ("sleeper_samples", self.sleeper_samples as u64),
         ];
         for (name, v) in counts {
             if v == 0 {
@@ -412,10 +424,12 @@ pub struct Calibration {
     pub mutex: MutexHandoff,
     /// Whether a woken thread takes the CPU from a running one, and after how long.
     pub wake_preempt: WakePreempt,
+    /// How long a thread back from a sleep waits for a CPU that busy threads share.
+    pub sleeper: Vec<SleeperPoint>,
 }
 
 /// Steps [`run`] reports to its progress callback.
-pub const STEPS: usize = 8;
+pub const STEPS: usize = 9;
 
 /// Runs every measurement, telling `progress` what starts (one call per measurement).
 pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Calibration, String> {
@@ -558,6 +572,16 @@ pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Cali
     ));
     let wake_preempt = wake_preempt(cpu, waker_cpu, &cfg.preempt_runs_us, cfg.preempt_samples)?;
 
+    progress(&format!(
+        "sleeper behind busy threads: a thread sleeping 10 ms at a time on CPU {cpu} beside {:?} busy threads pinned there, {} sleeps each",
+        cfg.sleeper_busy, cfg.sleeper_samples
+    ));
+    let sleeper = cfg
+        .sleeper_busy
+        .iter()
+        .map(|&k| sleeper_point(cpu, k, cfg.sleeper_samples))
+        .collect::<Result<Vec<_>, _>>()?;
+
     if let (Some(a), Some(b)) = (cpu_before, CpuTimes::now()) {
         let total = b.total.saturating_sub(a.total).max(1) as f64;
         let ours = b.ours.saturating_sub(a.ours);
@@ -578,6 +602,7 @@ pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Cali
         yield_cost,
         mutex,
         wake_preempt,
+        sleeper,
     })
 }
 
@@ -1437,6 +1462,10 @@ mod tests {
                 assert!((0.0..=1.0).contains(&p.at_once_share), "{p:?}");
             }
         }
+        assert_eq!(c.sleeper.len(), 1);
+        assert_eq!(c.sleeper[0].busy, 2);
+        positive("sleeper's overshoot", c.sleeper[0].overshoot.median_ns);
+        assert!(c.sleeper[0].max_ns >= c.sleeper[0].overshoot.median_ns);
         assert_eq!(c.context_switch.per_switch.runs_ns.len(), 3);
         non_negative("others' CPU share", c.host.others_cpu_share);
         assert!(c.host.others_cpu_share <= 1.0);
@@ -1719,5 +1748,68 @@ fn preempt_samples(
         a.join().map_err(panicked)??;
         b.join().map_err(panicked)??;
         r
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// A sleeper behind busy threads.
+
+/// One point of the sleeper sweep.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SleeperPoint {
+    /// Busy threads pinned to the sleeper's CPU.
+    pub busy: usize,
+    /// Overshoot of each 10 ms sleep (the wait for the CPU included), ns.
+    pub overshoot: Latencies,
+    /// The longest overshoot, ns.
+    pub max_ns: f64,
+}
+
+/// How long each sleep of the sleeper sweep lasts: the classic gate's 10 ms sleep before
+/// queueing (InnoDB's `innodb_thread_sleep_delay` default), the sleep whose waking threads
+/// the simulator must place among busy ones.
+const SLEEPER_SLEEP: Duration = Duration::from_millis(10);
+
+/// A thread pinned to `cpu` sleeps [`SLEEPER_SLEEP`] `samples` times, doing a few µs of work
+/// after each (a retry of the gate), beside `busy` spinning threads pinned to the same CPU:
+/// the overshoots say whether a woken thread waits for the busy threads' turns (an overshoot
+/// growing with `busy`) or only for the one running (bounded by a time slice).
+fn sleeper_point(cpu: usize, busy: usize, samples: usize) -> Result<SleeperPoint, String> {
+    let stop = AtomicBool::new(false);
+    let over = thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
+        for _ in 0..busy {
+            s.spawn(|| {
+                if pin_to(cpu).is_ok() {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+        }
+        let h = s.spawn(|| -> Result<Vec<f64>, String> {
+            pin_to(cpu)?;
+            // The busy threads pin themselves and start spinning meanwhile.
+            thread::sleep(SPINNER_WARMUP);
+            let mut over = Vec::with_capacity(samples);
+            for _ in 0..samples {
+                let t = Instant::now();
+                thread::sleep(SLEEPER_SLEEP);
+                over.push(t.elapsed().saturating_sub(SLEEPER_SLEEP).as_nanos() as f64);
+                // A few µs of work, as a gate retry is, before sleeping again.
+                let w = Instant::now();
+                while w.elapsed() < Duration::from_micros(5) {
+                    std::hint::spin_loop();
+                }
+            }
+            Ok(over)
+        });
+        h.join().map_err(|_| "the sleeper panicked".to_string())
+    })??;
+    let max_ns = round1(over.iter().copied().fold(0.0, f64::max));
+    Ok(SleeperPoint {
+        busy,
+        overshoot: latencies((over, 0)),
+        max_ns,
     })
 }

@@ -423,6 +423,26 @@ mod linux {
                 l.p90_ns
             );
         }
+        if !c.sleeper.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nA sleeper behind busy threads (10 ms sleeps on CPU {} beside busy threads pinned there; the overshoot includes the wait for the CPU; the simulator lets a woken thread wait at most a time slice, {} ns):\n\n\
+                 | busy threads | samples | median ns | p90 ns | max ns |\n\
+                 |---:|---:|---:|---:|---:|",
+                h.pinned_cpu, m.time_slice_ns
+            );
+            for p in &c.sleeper {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {:.0} | {:.0} | {:.0} |",
+                    p.busy,
+                    p.overshoot.samples,
+                    p.overshoot.median_ns,
+                    p.overshoot.p90_ns,
+                    p.max_ns
+                );
+            }
+        }
         if !wp.points.is_empty() {
             let _ = writeln!(
                 s,
