@@ -97,6 +97,8 @@ pub struct CalibrateConfig {
     pub sleeper_busy: Vec<usize>,
     /// 10 ms sleeps of the sleeper at each point.
     pub sleeper_samples: usize,
+    /// Timed wake-up calls at each setting of the wake-call measurement.
+    pub wake_call_samples: usize,
 }
 
 impl CalibrateConfig {
@@ -145,6 +147,8 @@ impl CalibrateConfig {
             sleeper_busy: vec![1, 4, 16, 64],
             // 40 sleeps of ~10 ms: under half a second a point.
             sleeper_samples: 40,
+            // 2000 calls, one every 200 µs: 0.4 s per setting; the median of 2000 is stable.
+            wake_call_samples: 2_000,
         }
     }
 
@@ -166,6 +170,7 @@ impl CalibrateConfig {
             mutex_uncontended_pairs: 500_000,
             preempt_samples: 12,
             sleeper_samples: 15,
+            wake_call_samples: 500,
             ..Self::full()
         }
     }
@@ -193,6 +198,7 @@ impl CalibrateConfig {
             preempt_samples: 2,
             sleeper_busy: vec![2],
             sleeper_samples: 2,
+            wake_call_samples: 10,
         }
     }
 
@@ -213,6 +219,7 @@ impl CalibrateConfig {
             ("preempt_samples", self.preempt_samples as u64),
             ("preempt_runs_us", self.preempt_runs_us.len() as u64),
             ("sleeper_samples", self.sleeper_samples as u64),
+            ("wake_call_samples", self.wake_call_samples as u64),
         ];
         for (name, v) in counts {
             if v == 0 {
@@ -426,10 +433,12 @@ pub struct Calibration {
     pub wake_preempt: WakePreempt,
     /// How long a thread back from a sleep waits for a CPU that busy threads share.
     pub sleeper: Vec<SleeperPoint>,
+    /// What the call that wakes another thread costs its caller.
+    pub wake_call: WakeCall,
 }
 
 /// Steps [`run`] reports to its progress callback.
-pub const STEPS: usize = 9;
+pub const STEPS: usize = 10;
 
 /// Runs every measurement, telling `progress` what starts (one call per measurement).
 pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Calibration, String> {
@@ -582,6 +591,12 @@ pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Cali
         .map(|&k| sleeper_point(cpu, k, cfg.sleeper_samples))
         .collect::<Result<Vec<_>, _>>()?;
 
+    progress(&format!(
+        "wake call: futex_wake with nobody waiting × {reps}, and waking a waiter on the waker's CPU {cpu} and on CPU {waker_cpu}, {} each",
+        cfg.wake_call_samples
+    ));
+    let wake_call = wake_call(cpu, waker_cpu, reps, cfg.wake_call_samples)?;
+
     if let (Some(a), Some(b)) = (cpu_before, CpuTimes::now()) {
         let total = b.total.saturating_sub(a.total).max(1) as f64;
         let ours = b.ours.saturating_sub(a.ours);
@@ -603,6 +618,7 @@ pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Cali
         mutex,
         wake_preempt,
         sleeper,
+        wake_call,
     })
 }
 
@@ -1462,6 +1478,17 @@ mod tests {
                 assert!((0.0..=1.0).contains(&p.at_once_share), "{p:?}");
             }
         }
+        positive(
+            "wake call, nobody waiting",
+            c.wake_call.nobody_waiting.median_ns,
+        );
+        positive("wake call, same CPU", c.wake_call.same_cpu.median_ns);
+        if allowed_cpus().unwrap().len() >= 2 {
+            positive(
+                "wake call, other CPU",
+                c.wake_call.other_idle_cpu.as_ref().unwrap().median_ns,
+            );
+        }
         assert_eq!(c.sleeper.len(), 1);
         assert_eq!(c.sleeper[0].busy, 2);
         positive("sleeper's overshoot", c.sleeper[0].overshoot.median_ns);
@@ -1811,5 +1838,110 @@ fn sleeper_point(cpu: usize, busy: usize, samples: usize) -> Result<SleeperPoint
         busy,
         overshoot: latencies((over, 0)),
         max_ns,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The waker's cost.
+
+/// `wake_call_ns` and `wake_call_idle_ns`: the duration of the `futex_wake` call itself, to
+/// its caller.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WakeCall {
+    /// With nobody waiting (the system call alone), per call.
+    pub nobody_waiting: Repeated,
+    /// Waking a waiter pinned to the caller's own CPU: the busy machine's case (no idle CPU
+    /// to send it to).
+    pub same_cpu: Latencies,
+    /// Waking a waiter pinned to another CPU, idle: the call also wakes that CPU. `None`
+    /// where the process may use one CPU.
+    pub other_idle_cpu: Option<Latencies>,
+}
+
+/// Calls per run of the nobody-waiting measurement: ~50 ms at ~0.25 µs a call.
+const WAKE_CALLS_ALONE: u64 = 200_000;
+
+fn wake_call(cpu: usize, other: usize, reps: usize, samples: usize) -> Result<WakeCall, String> {
+    let alone = repeat(reps, || {
+        let w = AtomicU32::new(0);
+        let t = Instant::now();
+        for _ in 0..WAKE_CALLS_ALONE {
+            futex_wake(&w);
+        }
+        Ok(ns_per(t.elapsed(), WAKE_CALLS_ALONE))
+    })?;
+    let same_cpu = latencies(timed_wakes(cpu, cpu, samples)?);
+    let other_idle_cpu = if other != cpu {
+        Some(latencies(timed_wakes(cpu, other, samples)?))
+    } else {
+        None
+    };
+    Ok(WakeCall {
+        nobody_waiting: Repeated::of(&alone),
+        same_cpu,
+        other_idle_cpu,
+    })
+}
+
+/// A waker pinned to `waker_cpu` wakes a waiter pinned to `waiter_cpu` `samples` times, 200 µs
+/// apart (so the waiter is asleep), timing each `futex_wake` call: the durations of those
+/// that woke it, ns, and how many found it not yet asleep.
+fn timed_wakes(
+    waker_cpu: usize,
+    waiter_cpu: usize,
+    samples: usize,
+) -> Result<(Vec<f64>, usize), String> {
+    let n = u32::try_from(samples).map_err(|_| "too many wake-call samples")?;
+    let word = AtomicU32::new(0);
+    let ack = AtomicU32::new(0);
+    let failed = AtomicBool::new(false);
+    let ready = Barrier::new(2);
+    thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let pinned = pin_to(waiter_cpu);
+            failed.fetch_or(pinned.is_err(), Ordering::Relaxed);
+            ready.wait();
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            for i in 0..n {
+                while word.load(Ordering::Acquire) == i {
+                    futex_wait(&word, i);
+                }
+                ack.store(i + 1, Ordering::Release);
+            }
+        });
+        let pinned = pin_to(waker_cpu);
+        failed.fetch_or(pinned.is_err(), Ordering::Relaxed);
+        ready.wait();
+        if failed.load(Ordering::Relaxed) {
+            // Release the waiter so the scope can end.
+            word.store(u32::MAX, Ordering::Release);
+            futex_wake(&word);
+            let _ = waiter.join();
+            return Err("could not pin the wake-call threads".to_string());
+        }
+        let mut costs = Vec::with_capacity(samples);
+        let mut missed = 0;
+        for i in 0..n {
+            thread::sleep(Duration::from_micros(200));
+            word.store(i + 1, Ordering::Release);
+            let t = Instant::now();
+            let woke = futex_wake(&word) == 1;
+            let ns = t.elapsed().as_nanos() as f64;
+            if woke {
+                costs.push(ns);
+            } else {
+                missed += 1;
+            }
+            while ack.load(Ordering::Acquire) != i + 1 {
+                thread::yield_now();
+            }
+        }
+        waiter.join().map_err(|_| "the wake-call waiter panicked")?;
+        if costs.is_empty() {
+            return Err("no wake call found the waiter asleep".into());
+        }
+        Ok((costs, missed))
     })
 }

@@ -161,6 +161,13 @@ mod linux {
             mutex_handoff_ns: whole_ns(c.mutex.contended_per_acquisition.median_ns),
             mutex_uncontended_ns: whole_ns(c.mutex.uncontended_pair.median_ns),
             wake_preempt_ns: c.wake_preempt.min_run_ns.map(whole_ns),
+            wake_call_ns: whole_ns(c.wake_call.same_cpu.median_ns),
+            wake_call_idle_ns: whole_ns(
+                c.wake_call
+                    .other_idle_cpu
+                    .as_ref()
+                    .map_or(c.wake_call.same_cpu.median_ns, |l| l.median_ns),
+            ),
             switch_by_threads: c
                 .ring
                 .iter()
@@ -388,6 +395,31 @@ mod linux {
                 spread(&mx.uncontended_pair)
             ),
         );
+        let wc = &c.wake_call;
+        row(
+            "wake_call_ns",
+            m.wake_call_ns.to_string(),
+            format!(
+                "duration of a futex_wake that woke a waiter pinned to the caller's own CPU {}: median of {} (p10 {:.0}, p90 {:.0}); with nobody waiting the call takes {:.0} ns ({})",
+                h.pinned_cpu,
+                wc.same_cpu.samples,
+                wc.same_cpu.p10_ns,
+                wc.same_cpu.p90_ns,
+                wc.nobody_waiting.median_ns,
+                spread(&wc.nobody_waiting)
+            ),
+        );
+        row(
+            "wake_call_idle_ns",
+            m.wake_call_idle_ns.to_string(),
+            match &wc.other_idle_cpu {
+                Some(l) => format!(
+                    "the same, waking a waiter pinned to another, idle CPU (the call wakes that CPU too): median of {} (p10 {:.0}, p90 {:.0})",
+                    l.samples, l.p10_ns, l.p90_ns
+                ),
+                None => "one CPU: the same-CPU figure".into(),
+            },
+        );
         let wp = &c.wake_preempt;
         row(
             "wake_preempt_ns",
@@ -539,6 +571,11 @@ mod tests {
         c.yield_cost.alone.median_ns = 321.2;
         c.mutex.contended_per_acquisition.median_ns = 80.7;
         c.wake_preempt.min_run_ns = Some(1_500_000.2);
+        c.wake_call.same_cpu.median_ns = 1_442.4;
+        c.wake_call.other_idle_cpu = Some(Latencies {
+            median_ns: 6_199.0,
+            ..Default::default()
+        });
         c
     }
 
@@ -558,6 +595,7 @@ mod tests {
         assert_eq!(m.yield_ns, 321);
         assert_eq!(m.mutex_handoff_ns, 81);
         assert_eq!(m.wake_preempt_ns, Some(1_500_000));
+        assert_eq!((m.wake_call_ns, m.wake_call_idle_ns), (1_442, 6_199));
         assert_eq!(m.time_slice_ns, MachineConfig::default().time_slice_ns);
         assert!(m.validate().is_ok());
     }
@@ -569,8 +607,11 @@ mod tests {
         c.wake.slope_ns_per_runnable = -50.0;
         c.cache_refill.refill_ns = f64::NAN;
         c.wake_preempt.min_run_ns = None;
+        c.wake_call.other_idle_cpu = None;
         let m = file(c, Some(8)).machine;
         assert_eq!(m.wake_preempt_ns, None);
+        // One CPU: the idle-CPU wake is the same-CPU one.
+        assert_eq!(m.wake_call_idle_ns, m.wake_call_ns);
         assert_eq!(m.cores, 8);
         assert_eq!(m.wake_per_runnable_ns, 0);
         assert_eq!(m.cache_refill_ns, 0);

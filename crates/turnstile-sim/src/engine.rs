@@ -8,7 +8,9 @@
 //! than a slice; it takes the core of a running thread past its slice's protection
 //! (`MachineConfig::wake_preempt_ns`, measured); a `sched_yield` lets the threads already
 //! waiting for a core (up to one per core) run first. Every switch costs the
-//! core `context_switch_ns`, plus `cache_refill_ns` when the core last ran another thread.
+//! core `context_switch_ns`, plus `cache_refill_ns` when the core last ran another thread; a
+//! thread that wakes another pays the call (`wake_call_ns`, or `wake_call_idle_ns` when the
+//! woken thread has an idle core to go to).
 //! A gate with a mutex of its own (InnoDB 5.0–5.5's `srv_conc_mutex`, a barging pthread mutex:
 //! `classic` and `flifo`) takes it for every decision — an admission, a woken waiter taking
 //! its slot, an exit that leaves — holding it for `mutex_handoff_ns` of CPU.
@@ -268,6 +270,9 @@ struct Thread {
     /// The gate action waiting for the gate's mutex.
     pending: Option<GateAction>,
     cpu_left: u64,
+    /// CPU this thread owes for calls it made between bursts (waking other threads), added
+    /// to its next burst, ns.
+    owed_ns: u64,
     begun_at: u64,
     signalled_at: u64,
     halted: bool,
@@ -476,6 +481,7 @@ impl Sim {
             after_cpu: Resume::Advance,
             pending: None,
             cpu_left: 0,
+            owed_ns: 0,
             begun_at: 0,
             signalled_at: 0,
             halted: false,
@@ -745,15 +751,26 @@ impl Sim {
         }
     }
 
-    /// Signals each waiter a hand-off released.
-    fn signal_all(&mut self, out: Vec<Release<Tid>>) {
+    /// Signals each waiter a hand-off released (by `by`, see [`Sim::signal`]).
+    fn signal_all(&mut self, by: Option<Tid>, out: Vec<Release<Tid>>) {
         for r in out {
-            self.signal(r.waiter);
+            self.signal(by, r.waiter);
         }
     }
 
-    /// Signals `tid`: runnable after a wake-up latency.
-    fn signal(&mut self, tid: Tid) {
+    /// Signals `tid`: runnable after a wake-up latency. The thread `by` that made the call
+    /// (none for a device) pays its CPU: `wake_call_idle_ns` when a core is idle to take the
+    /// woken thread (the call must wake that CPU), `wake_call_ns` otherwise; charged to its
+    /// next CPU burst.
+    fn signal(&mut self, by: Option<Tid>, tid: Tid) {
+        if let Some(w) = by {
+            let cost = if self.cores.iter().any(|c| c.is_none()) {
+                self.m.wake_call_idle_ns
+            } else {
+                self.m.wake_call_ns
+            };
+            self.threads[w as usize].owed_ns += cost;
+        }
         self.threads[tid as usize].signalled_at = self.now;
         let l = self.wake_latency(self.m.wake_base_ns);
         if l == 0 {
@@ -900,7 +917,9 @@ impl Sim {
     /// dispatch, across bursts); a thread whose slice is used up yields the core if anyone
     /// waits for it.
     fn start_cpu(&mut self, core: u32, tid: Tid) {
-        let left = self.threads[tid as usize].cpu_left;
+        let t = &mut self.threads[tid as usize];
+        t.cpu_left += std::mem::take(&mut t.owed_ns);
+        let left = t.cpu_left;
         let run = if self.m.time_slice_ns == 0 {
             left
         } else {
@@ -1107,7 +1126,7 @@ impl Sim {
         if let Some((next, core)) = m.spinners.pop_front() {
             self.take_gate_mutex(core, next);
         } else if let Some(next) = m.sleepers.pop_front() {
-            self.signal(next);
+            self.signal(Some(tid), next);
         }
     }
 
@@ -1126,7 +1145,7 @@ impl Sim {
                             unreachable!()
                         };
                         let (adm, out) = c.finish_wait(id, self.now, || Some(cpu));
-                        self.signal_all(out);
+                        self.signal_all(Some(tid), out);
                         adm
                     }
                     _ => unreachable!("only queue policies and auto wait"),
@@ -1179,7 +1198,7 @@ impl Sim {
                 } else {
                     c.enter(&mut at, &tid, || now, || {}, &mut out)
                 };
-                self.signal_all(out);
+                self.signal_all(Some(tid), out);
                 step
             }
         };
@@ -1246,7 +1265,7 @@ impl Sim {
                 let now = self.now;
                 let out = c.exit(hold, || now);
                 self.gate_counts.handoffs += out.len() as u64;
-                self.signal_all(out);
+                self.signal_all(Some(tid), out);
                 None
             }
             Core::Queue(q) => q.exit(hold),
@@ -1267,7 +1286,7 @@ impl Sim {
             // The core counts the released waiter inside already; this simulation counts it
             // (in `inside_now`) once it runs and takes the slot.
             self.gate_counts.handoffs += 1;
-            self.signal(r.waiter);
+            self.signal(Some(tid), r.waiter);
         }
     }
 
@@ -1365,7 +1384,7 @@ impl Sim {
                     let m = self.mutex(n);
                     m.0 = m.1.pop_front();
                     if let Some(next) = m.0 {
-                        self.signal(next);
+                        self.signal(Some(tid), next);
                     }
                 }
                 Op::Think(ns) => {
@@ -1430,7 +1449,7 @@ impl Sim {
         if let Some(&(_, ns)) = self.disk.front() {
             self.push(self.now + ns, Ev::DiskDone);
         }
-        self.signal(tid);
+        self.signal(None, tid);
     }
 
     /// Whether every thread has halted.
@@ -1543,6 +1562,53 @@ mod tests {
         assert_eq!(woken_done_at(Some(1_000_000), 2_000_000), 2_010_000);
         // Woken inside the protection: it waits for its end, not for the slice's.
         assert_eq!(woken_done_at(Some(1_000_000), 400_000), 1_010_000);
+    }
+
+    /// A fixed list of operations, then halt.
+    struct Script(Vec<Op>, usize);
+    impl Program for Script {
+        fn next(&mut self, _: u64, _: Budget, _: &mut Rng) -> Op {
+            self.1 += 1;
+            self.0.get(self.1 - 1).copied().unwrap_or(Op::Halt)
+        }
+    }
+
+    /// When the unlocking thread finishes the 1 ms after its unlock, on one core, with
+    /// another thread waiting on the mutex (or not), for a wake call of `busy` ns.
+    fn unlocker_done_at(busy: u64, waiter: bool) -> u64 {
+        let m = MachineConfig {
+            context_switch_ns: 0,
+            wake_call_ns: busy,
+            wake_call_idle_ns: 50_000,
+            ..machine()
+        };
+        let mut sim = Sim::new(m, GateConfig::new(Policy::Unlimited), 1).unwrap();
+        sim.spawn(Box::new(Script(
+            vec![
+                Op::Lock(0),
+                Op::Cpu(100_000),
+                Op::Unlock(0),
+                Op::Cpu(1_000_000),
+                Op::Done(0),
+            ],
+            0,
+        )));
+        if waiter {
+            sim.spawn(Box::new(Script(
+                vec![Op::Think(1_000), Op::Lock(0), Op::Unlock(0), Op::Done(1)],
+                0,
+            )));
+        }
+        sim.run_until(10_000_000);
+        sim.done_at[0]
+    }
+
+    #[test]
+    fn waking_a_thread_costs_the_waker_the_call_and_nothing_when_nobody_waits() {
+        // The only core is busy with the unlocker itself: the busy-machine cost is charged.
+        assert_eq!(unlocker_done_at(1_400, true), 1_101_400);
+        assert_eq!(unlocker_done_at(0, true), 1_100_000);
+        assert_eq!(unlocker_done_at(1_400, false), 1_100_000);
     }
 
     #[test]

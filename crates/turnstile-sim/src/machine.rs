@@ -81,6 +81,15 @@ pub struct MachineConfig {
     /// (1 + log2 CPUs) that `RUN_TO_PARITY` protects). `None`: never (the model before the
     /// measurement existed).
     pub wake_preempt_ns: Option<u64>,
+    /// CPU the waking thread spends in the call that wakes another (`futex_wake` finding a
+    /// waiter) when every core is busy, ns: `turnstile calibrate` wakes a waiter pinned to the
+    /// waker's own CPU. Charged to the waker: a mutex unlock with sleepers, a gate hand-off.
+    /// 0 = not modelled.
+    pub wake_call_ns: u64,
+    /// The same call when a core is idle to take the woken thread, ns: it must also wake that
+    /// CPU (an inter-processor interrupt; on a VM, a halted vCPU). `turnstile calibrate` wakes
+    /// a waiter pinned to another, idle CPU.
+    pub wake_call_idle_ns: u64,
 }
 
 impl Default for MachineConfig {
@@ -99,6 +108,8 @@ impl Default for MachineConfig {
             mutex_handoff_ns: 0,
             mutex_uncontended_ns: 0,
             wake_preempt_ns: None,
+            wake_call_ns: 0,
+            wake_call_idle_ns: 0,
         }
     }
 }
@@ -120,6 +131,8 @@ impl MachineConfig {
             mutex_handoff_ns: 0,
             mutex_uncontended_ns: 0,
             wake_preempt_ns: None,
+            wake_call_ns: 0,
+            wake_call_idle_ns: 0,
         }
     }
 
