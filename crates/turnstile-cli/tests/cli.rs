@@ -674,6 +674,7 @@ fn sim_oltp_and_timer_json_carry_the_fidelity_fields_and_load_a_calibration() {
             "idle_pct",
             "little_err",
             "wake_preemptions_per_s",
+            "preemptions_per_s",
         ] {
             assert!(!r[key].is_null(), "missing {key} in {r}");
         }

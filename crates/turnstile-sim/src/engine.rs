@@ -389,6 +389,9 @@ pub struct Sim {
     pub gate_counts: GateCounts,
     /// Wake-up preemptions since the last reset.
     pub wake_preemptions: u64,
+    /// All preemptions (a running thread put back among the runnable: its slice over, or a
+    /// wake-up preemption) since the last reset.
+    pub preemptions: u64,
     /// Time-integral of threads in system (between Begin and Done), ns·threads.
     in_system_area: f64,
     in_system: u64,
@@ -458,6 +461,7 @@ impl Sim {
             busy_last: 0,
             gate_counts: GateCounts::default(),
             wake_preemptions: 0,
+            preemptions: 0,
             in_system_area: 0.0,
             in_system: 0,
             last_change: 0,
@@ -550,6 +554,7 @@ impl Sim {
         self.busy_last = self.now;
         self.gate_counts = GateCounts::default();
         self.wake_preemptions = 0;
+        self.preemptions = 0;
         self.in_system_area = 0.0;
         self.last_change = self.now;
         self.measure_from = self.now;
@@ -1104,6 +1109,7 @@ impl Sim {
     /// `tid` was preempted: if it holds the gate's mutex, the threads spinning on it run out
     /// of spin budget and sleep (an adaptive mutex spins ~100 tries, not a time slice).
     fn holder_preempted(&mut self, tid: Tid) {
+        self.preemptions += 1;
         let Some(m) = self.gate_mutex.as_mut() else {
             return;
         };

@@ -541,6 +541,9 @@ pub struct Window {
     pub trace_hash: String,
     /// Wake-up preemptions per second (`MachineConfig::wake_preempt_ns`).
     pub wake_preemptions_per_s: f64,
+    /// All preemptions per second (slice over, or a wake-up preemption): `repro oltp`'s
+    /// `preempted_per_s` measures the same.
+    pub preemptions_per_s: f64,
     /// Events simulated.
     pub events: u64,
     /// Where the threads were, on average over the window (OLTP points: sampled every
@@ -582,6 +585,7 @@ impl Window {
             mean_ms: r * 1e3,
             cs_per_s: sim.switches as f64 / secs,
             wake_preemptions_per_s: sim.wake_preemptions as f64 / secs,
+            preemptions_per_s: sim.preemptions as f64 / secs,
             cs_per_txn: sim.switches as f64 / n,
             admissions_per_txn: g.admissions as f64 / n,
             sleeps_per_txn: g.sleeps as f64 / n,

@@ -246,6 +246,8 @@ pub struct OltpRun {
     pub window_s: f64,
     /// Context switches per second (whole process).
     pub cs_per_s: f64,
+    /// Of those, involuntary ones (a thread preempted, `ru_nivcsw`) per second.
+    pub preempted_per_s: f64,
     /// User CPU, % of the machine.
     pub cpu_user: f64,
     /// System CPU, % of the machine.
@@ -560,6 +562,7 @@ fn point(
         jain: jain(&per_client),
         window_s: secs,
         cs_per_s: usage.context_switches() as f64 / secs,
+        preempted_per_s: usage.involuntary_cs as f64 / secs,
         cpu_user: user,
         cpu_sys: sys,
         cpu_idle: (100.0 - user - sys).max(0.0),
@@ -1029,6 +1032,7 @@ mod tests {
                 assert!((0.0..=n).contains(&v), "{x:?}");
             }
             assert!(c.sleeping + c.queued + c.woken <= n, "{x:?}");
+            assert!(x.preempted_per_s <= x.cs_per_s, "{x:?}");
             assert!(x.window_s >= cfg.duration.as_secs_f64(), "{x:?}");
             if x.tps > 0.0 {
                 assert!(x.fair_share_ms > 0.0 && x.max_ms > 0.0, "{x:?}");
