@@ -890,9 +890,42 @@ pub fn markdown(r: &OltpReport) -> String {
         );
     }
     s.push_str(&per_client_table(r));
+    s.push_str(&census_table(r));
     s.push_str(&collapse_summary(r));
     if let Some(sb) = &r.sysbench {
         s.push_str(&super::sysbench::markdown(sb));
+    }
+    s
+}
+
+/// Where the threads were at each point (the census's means), and how often the process was
+/// preempted: what `sim oltp --compare` sets beside the simulator's.
+pub fn census_table(r: &OltpReport) -> String {
+    use std::fmt::Write;
+    let mut s = format!(
+        "\nWhere the threads were, on average over each window (sampled every {} ms): runnable = \
+         running or waiting for a core, machine-wide (`/proc/stat`); inside = the gate's count, \
+         woken included; woken = granted a slot, not yet running; preempted/s = involuntary \
+         context switches (`ru_nivcsw`).\n\n\
+         | setting | threads | samples | runnable | inside | woken | queued | sleeping | preempted/s |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        CENSUS_EVERY.as_millis()
+    );
+    for x in &r.runs {
+        let c = &x.census;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} |",
+            x.policy,
+            x.threads,
+            c.samples,
+            c.runnable.map_or("–".to_string(), |v| format!("{v:.1}")),
+            c.inside,
+            c.woken,
+            c.queued,
+            c.sleeping,
+            x.preempted_per_s
+        );
     }
     s
 }
@@ -1051,6 +1084,10 @@ mod tests {
         );
         assert!(md.contains("| flifo | force-exit | 3 |"), "{md}");
         assert!(md.contains("FIFO 937, FLIFO 105"), "{md}");
+        assert!(
+            md.contains("| setting | threads | samples | runnable | inside | woken |"),
+            "{md}"
+        );
 
         // Classic at one thread, 500 tickets: with keep a transaction is ~10 point-select
         // admissions + one per range (101 enters < 500 tickets); with force-exit the simple
