@@ -161,6 +161,7 @@ mod linux {
             mutex_handoff_ns: whole_ns(c.mutex.contended_per_acquisition.median_ns),
             mutex_uncontended_ns: whole_ns(c.mutex.uncontended_pair.median_ns),
             wake_preempt_ns: c.wake_preempt.min_run_ns.map(whole_ns),
+            wake_busy_ns: Some(whole_ns(c.wake.intercept_ns)),
             wake_call_ns: whole_ns(c.wake_call.same_cpu.median_ns),
             wake_call_idle_ns: whole_ns(
                 c.wake_call
@@ -337,6 +338,14 @@ mod linux {
                 c.wake.slope_ns_per_runnable,
                 c.wake.intercept_ns,
                 if c.wake.slope_ns_per_runnable < 0.0 { ", floored at 0" } else { "" }
+            ),
+        );
+        row(
+            "wake_busy_ns",
+            m.wake_busy_ns.unwrap_or(0).to_string(),
+            format!(
+                "the sweep's intercept (below): a wake-up when no core is idle, the woken thread running on the waker's CPU once it blocks ({:.0} ns, floored at 0)",
+                c.wake.intercept_ns
             ),
         );
         row(
@@ -571,6 +580,7 @@ mod tests {
         c.yield_cost.alone.median_ns = 321.2;
         c.mutex.contended_per_acquisition.median_ns = 80.7;
         c.wake_preempt.min_run_ns = Some(1_500_000.2);
+        c.wake.intercept_ns = 3_300.2;
         c.wake_call.same_cpu.median_ns = 1_442.4;
         c.wake_call.other_idle_cpu = Some(Latencies {
             median_ns: 6_199.0,
@@ -596,6 +606,7 @@ mod tests {
         assert_eq!(m.mutex_handoff_ns, 81);
         assert_eq!(m.wake_preempt_ns, Some(1_500_000));
         assert_eq!((m.wake_call_ns, m.wake_call_idle_ns), (1_442, 6_199));
+        assert_eq!(m.wake_busy_ns, Some(3_300));
         assert_eq!(m.time_slice_ns, MachineConfig::default().time_slice_ns);
         assert!(m.validate().is_ok());
     }

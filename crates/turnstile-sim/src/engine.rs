@@ -768,8 +768,9 @@ impl Sim {
     /// woken thread (the call must wake that CPU), `wake_call_ns` otherwise; charged to its
     /// next CPU burst.
     fn signal(&mut self, by: Option<Tid>, tid: Tid) {
+        let idle = self.cores.iter().any(|c| c.is_none());
         if let Some(w) = by {
-            let cost = if self.cores.iter().any(|c| c.is_none()) {
+            let cost = if idle {
                 self.m.wake_call_idle_ns
             } else {
                 self.m.wake_call_ns
@@ -777,7 +778,13 @@ impl Sim {
             self.threads[w as usize].owed_ns += cost;
         }
         self.threads[tid as usize].signalled_at = self.now;
-        let l = self.wake_latency(self.m.wake_base_ns);
+        // Onto an idle core the wake-up must wake that core; with every core busy the woken
+        // thread is queued at once (its wait for a core is the run queue's).
+        let base = match self.m.wake_busy_ns {
+            Some(busy) if !idle => busy,
+            _ => self.m.wake_base_ns,
+        };
+        let l = self.wake_latency(base);
         if l == 0 {
             self.make_runnable(tid);
         } else {
@@ -1607,6 +1614,48 @@ mod tests {
         }
         sim.run_until(10_000_000);
         sim.done_at[0]
+    }
+
+    /// When the thread waiting on a mutex finishes its 10 µs after the unlock at 100 µs, on
+    /// two cores, with the other core busy (or idle), woken after `wake_base_ns` 50 µs or
+    /// `wake_busy_ns` `busy`, taking a core at once (no protection).
+    fn waiter_done_at(busy: Option<u64>, other_core_busy: bool) -> u64 {
+        let m = MachineConfig {
+            cores: 2,
+            context_switch_ns: 0,
+            wake_base_ns: 50_000,
+            wake_busy_ns: busy,
+            wake_preempt_ns: Some(0),
+            ..machine()
+        };
+        let mut sim = Sim::new(m, GateConfig::new(Policy::Unlimited), 1).unwrap();
+        sim.spawn(Box::new(Script(
+            vec![
+                Op::Lock(0),
+                Op::Cpu(100_000),
+                Op::Unlock(0),
+                Op::Cpu(10_000_000),
+                Op::Done(0),
+            ],
+            0,
+        )));
+        let waiter = sim.spawn(Box::new(Script(
+            vec![Op::Think(1_000), Op::Lock(0), Op::Cpu(10_000), Op::Done(1)],
+            0,
+        )));
+        if other_core_busy {
+            sim.spawn(Box::new(Spin(1_000_000_000, false)));
+        }
+        sim.run_until(20_000_000);
+        sim.done_at[waiter as usize]
+    }
+
+    #[test]
+    fn a_wake_up_onto_busy_cores_takes_the_busy_latency_and_onto_an_idle_core_the_base() {
+        assert_eq!(waiter_done_at(Some(5_000), true), 115_000);
+        assert_eq!(waiter_done_at(None, true), 160_000);
+        // An idle core must be woken: the base latency, whatever the busy one.
+        assert_eq!(waiter_done_at(Some(5_000), false), 160_000);
     }
 
     #[test]

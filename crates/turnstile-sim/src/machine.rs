@@ -81,6 +81,13 @@ pub struct MachineConfig {
     /// (1 + log2 CPUs) that `RUN_TO_PARITY` protects). `None`: never (the model before the
     /// measurement existed).
     pub wake_preempt_ns: Option<u64>,
+    /// Latency from a thread being signalled to it being runnable when no core is idle, ns:
+    /// the intercept of `turnstile calibrate`'s wake-up sweep (its woken thread runs on the
+    /// waker's CPU once the waker blocks; the slope, `wake_per_runnable_ns`, adds the
+    /// scheduler's work per runnable thread). `wake_base_ns` is the wake-up onto an idle core,
+    /// which on a VM must wake a halted vCPU. `None`: `wake_base_ns` always (calibrations
+    /// written before this field).
+    pub wake_busy_ns: Option<u64>,
     /// CPU the waking thread spends in the call that wakes another (`futex_wake` finding a
     /// waiter) when every core is busy, ns: `turnstile calibrate` wakes a waiter pinned to the
     /// waker's own CPU. Charged to the waker: a mutex unlock with sleepers, a gate hand-off.
@@ -110,6 +117,7 @@ impl Default for MachineConfig {
             wake_preempt_ns: None,
             wake_call_ns: 0,
             wake_call_idle_ns: 0,
+            wake_busy_ns: None,
         }
     }
 }
@@ -133,6 +141,7 @@ impl MachineConfig {
             wake_preempt_ns: None,
             wake_call_ns: 0,
             wake_call_idle_ns: 0,
+            wake_busy_ns: None,
         }
     }
 
