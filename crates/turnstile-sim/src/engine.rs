@@ -577,10 +577,10 @@ impl Sim {
     }
 
     /// Where every thread is now: the simulator's counterpart of the state listing
-    /// (`SHOW ENGINE INNODB STATUS`) the real `repro oltp` samples at the end of a run.
+    /// (`SHOW ENGINE INNODB STATUS`) that `repro oltp` samples during a run.
     pub fn census(&self) -> Census {
-        // A running thread's resume state was taken when it was dispatched, so the states
-        // counted below are of threads off a core.
+        // A thread's resume state is taken when it starts to run (once its switch is over),
+        // so the states counted below are of threads off a core or still switching onto one.
         let mut c = Census {
             running: self.cores.iter().filter(|t| t.is_some()).count() as u32,
             runnable: (self.runq.len() + self.runq_woken.len()) as u32,
