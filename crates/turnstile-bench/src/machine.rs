@@ -1491,8 +1491,9 @@ mod tests {
         }
         assert_eq!(c.sleeper.len(), 1);
         assert_eq!(c.sleeper[0].busy, 2);
+        // Every sleep was kept (nothing is discarded in this sweep).
+        assert_eq!(c.sleeper[0].overshoot.samples, 2);
         positive("sleeper's overshoot", c.sleeper[0].overshoot.median_ns);
-        assert!(c.sleeper[0].max_ns >= c.sleeper[0].overshoot.median_ns);
         assert_eq!(c.context_switch.per_switch.runs_ns.len(), 3);
         non_negative("others' CPU share", c.host.others_cpu_share);
         assert!(c.host.others_cpu_share <= 1.0);

@@ -1569,6 +1569,8 @@ mod tests {
 
     #[test]
     fn a_woken_thread_takes_the_core_once_the_running_threads_slice_protection_is_over() {
+        // Every time here is the simulator's virtual clock (ns), exact and deterministic: the
+        // test checks the scheduling rule, not how fast anything runs.
         // Without wake-up preemption the woken thread waits for the spinner's 4 ms slice.
         assert_eq!(woken_done_at(None, 2_000_000), 4_010_000);
         // Woken 2 ms into the spinner's slice, past a 1 ms protection: it runs at once.
@@ -1586,6 +1588,29 @@ mod tests {
         }
     }
 
+    /// Holds mutex 0 for 100 µs of CPU, unlocks it, then works `after` ns and marks it done.
+    fn unlocker(after: u64) -> Box<Script> {
+        Box::new(Script(
+            vec![
+                Op::Lock(0),
+                Op::Cpu(100_000),
+                Op::Unlock(0),
+                Op::Cpu(after),
+                Op::Done(0),
+            ],
+            0,
+        ))
+    }
+
+    /// Arrives at mutex 0 after 1 µs (while the unlocker holds it), runs `cpu` ns once it has
+    /// the mutex and marks it done.
+    fn mutex_waiter(cpu: u64) -> Box<Script> {
+        Box::new(Script(
+            vec![Op::Think(1_000), Op::Lock(0), Op::Cpu(cpu), Op::Done(1)],
+            0,
+        ))
+    }
+
     /// When the unlocking thread finishes the 1 ms after its unlock, on one core, with
     /// another thread waiting on the mutex (or not), for a wake call of `busy` ns.
     fn unlocker_done_at(busy: u64, waiter: bool) -> u64 {
@@ -1596,21 +1621,9 @@ mod tests {
             ..machine()
         };
         let mut sim = Sim::new(m, GateConfig::new(Policy::Unlimited), 1).unwrap();
-        sim.spawn(Box::new(Script(
-            vec![
-                Op::Lock(0),
-                Op::Cpu(100_000),
-                Op::Unlock(0),
-                Op::Cpu(1_000_000),
-                Op::Done(0),
-            ],
-            0,
-        )));
+        sim.spawn(unlocker(1_000_000));
         if waiter {
-            sim.spawn(Box::new(Script(
-                vec![Op::Think(1_000), Op::Lock(0), Op::Unlock(0), Op::Done(1)],
-                0,
-            )));
+            sim.spawn(mutex_waiter(0));
         }
         sim.run_until(10_000_000);
         sim.done_at[0]
@@ -1629,20 +1642,8 @@ mod tests {
             ..machine()
         };
         let mut sim = Sim::new(m, GateConfig::new(Policy::Unlimited), 1).unwrap();
-        sim.spawn(Box::new(Script(
-            vec![
-                Op::Lock(0),
-                Op::Cpu(100_000),
-                Op::Unlock(0),
-                Op::Cpu(10_000_000),
-                Op::Done(0),
-            ],
-            0,
-        )));
-        let waiter = sim.spawn(Box::new(Script(
-            vec![Op::Think(1_000), Op::Lock(0), Op::Cpu(10_000), Op::Done(1)],
-            0,
-        )));
+        sim.spawn(unlocker(10_000_000));
+        let waiter = sim.spawn(mutex_waiter(10_000));
         if other_core_busy {
             sim.spawn(Box::new(Spin(1_000_000_000, false)));
         }
@@ -1652,6 +1653,7 @@ mod tests {
 
     #[test]
     fn a_wake_up_onto_busy_cores_takes_the_busy_latency_and_onto_an_idle_core_the_base() {
+        // Virtual-clock completion times (ns): 100 µs unlock + wake latency + 10 µs of work.
         assert_eq!(waiter_done_at(Some(5_000), true), 115_000);
         assert_eq!(waiter_done_at(None, true), 160_000);
         // An idle core must be woken: the base latency, whatever the busy one.
@@ -1660,6 +1662,7 @@ mod tests {
 
     #[test]
     fn waking_a_thread_costs_the_waker_the_call_and_nothing_when_nobody_waits() {
+        // Virtual-clock completion times (ns): 100 µs + the charged call + 1 ms of work.
         // The only core is busy with the unlocker itself: the busy-machine cost is charged.
         assert_eq!(unlocker_done_at(1_400, true), 1_101_400);
         assert_eq!(unlocker_done_at(0, true), 1_100_000);
@@ -1711,8 +1714,9 @@ mod tests {
         sim.run_until(1_000_000_000);
         sim.reset_stats();
         sim.run_until(2_000_000_000);
-        // Each cycle: the 10 ms sleep and its 60 µs overshoot, at most two slices' wait, the
-        // 10 µs burst.
+        // Each cycle, on the simulator's virtual clock: the 10 ms sleep and its 60 µs
+        // overshoot, at most two slices' wait, the 10 µs burst. (Under the old rule the
+        // sleeper never got the core: 0 cycles.)
         let cycles = sim.kinds[1].count;
         let worst = sim.kinds[1]
             .responses
