@@ -122,6 +122,11 @@ pub struct OltpArgs {
     /// curves in the report (sysbench runs whole seconds: `--seconds` is rounded, at least 1).
     #[arg(long, default_value = "builtin", value_parser = ["builtin", "sysbench"])]
     client: String,
+    /// Repeat the whole sweep this many times (1–100): each point reports the repetition with
+    /// the median TPS, the table shows the lowest and highest beside it, and the JSON every
+    /// repetition's TPS (`tps_reps`). One 2 s point moves by ±5–10 % on a shared machine.
+    #[arg(long, default_value_t = 1)]
+    reps: usize,
 }
 
 #[derive(Args)]
@@ -252,6 +257,10 @@ fn oltp_config(a: &OltpArgs) -> Result<oltp::OltpConfig, String> {
         None => c.settings.iter().map(|s| s.name.to_string()).collect(),
     };
     c.settings = oltp::GateSetting::select(&names, row_send)?;
+    if !(1..=100).contains(&a.reps) {
+        return Err(format!("--reps {} is out of range: 1..=100", a.reps));
+    }
+    c.reps = a.reps;
     Ok(c)
 }
 
@@ -534,7 +543,7 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
                 repro::sysbench::find().map_err(err)?;
             }
             let points = cfg.settings.len() * cfg.threads.len();
-            let mut bar = Bar::new(1 + points * if sysbench { 2 } else { 1 });
+            let mut bar = Bar::new(1 + points * (cfg.reps + usize::from(sysbench)));
             let r = oltp::run(&c, &cfg, &mut bar).map_err(err);
             let r = match r {
                 Ok(mut r) if sysbench => sysbench_sweep(&c, &cfg, &r.runs, &mut bar).map(|sb| {

@@ -491,6 +491,9 @@ struct RealCensus {
     woken: f64,
     queued: f64,
     sleeping: f64,
+    /// Waiting for the gate's own lock (reports from before it was counted have none).
+    #[serde(default)]
+    on_gate_lock: Option<f64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -514,7 +517,7 @@ fn read_repro(path: &Path) -> Result<Vec<RealPoint>, String> {
 /// that has a census, each cell is `sim / real`.
 fn census_table(r: &scenarios::OltpReport, real: Option<&[RealPoint]>) -> String {
     let mut s = String::from(
-        "\nWhere the threads were (means over the window: runnable = running or waiting for a core; inside = the gate's count, woken included; woken = granted a slot, not yet running)",
+        "\nWhere the threads were (means over the window: runnable = running or waiting for a core; inside = the gate's count, woken included; woken = granted a slot, not yet running; on gate mutex = asleep on the gate's own mutex in the model, waiting for it (spinning or asleep) in the real engine)",
     );
     s.push_str(
         if real.is_some_and(|r| r.iter().any(|y| y.census.is_some())) {
@@ -539,7 +542,7 @@ fn census_table(r: &scenarios::OltpReport, real: Option<&[RealPoint]>) -> String
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.1} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             x.policy,
             x.threads,
             cell(c.runnable, y.and_then(|y| y.runnable)),
@@ -547,7 +550,7 @@ fn census_table(r: &scenarios::OltpReport, real: Option<&[RealPoint]>) -> String
             cell(c.woken, y.map(|y| y.woken)),
             cell(c.queued, y.map(|y| y.queued)),
             cell(c.sleeping, y.map(|y| y.sleeping)),
-            c.mutex_sleepers
+            cell(c.mutex_sleepers, y.and_then(|y| y.on_gate_lock)),
         );
     }
     s

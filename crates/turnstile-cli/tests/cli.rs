@@ -312,6 +312,51 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
         "{md}"
     );
 
+    // Repetitions: every point keeps each repetition's TPS and reports the median one.
+    let out = turnstile(&[
+        "repro",
+        "oltp",
+        "--data-dir",
+        d,
+        "--rows",
+        "2000",
+        "--range",
+        "100",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.05",
+        "--policies",
+        "auto",
+        "--reps",
+        "3",
+        "--json",
+        "--out",
+        charts.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["config"]["reps"], 3);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "one point, however many repetitions");
+    let mut reps: Vec<f64> = runs[0]["tps_reps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(reps.len(), 3);
+    reps.sort_by(f64::total_cmp);
+    assert_eq!(
+        runs[0]["tps"].as_f64().unwrap(),
+        reps[1],
+        "the median repetition"
+    );
+
     let charts = temp("repro-pileup-charts");
     let out = turnstile(&[
         "repro",
@@ -515,6 +560,10 @@ fn repro_bad_input_exits_2_and_writes_nothing() {
         (
             vec!["repro", "oltp", "--data-dir", d, "--row-send", "drop"],
             "unknown row-send setting 'drop'",
+        ),
+        (
+            vec!["repro", "oltp", "--data-dir", d, "--reps", "0"],
+            "--reps 0 is out of range: 1..=100",
         ),
         (
             vec!["repro", "mixed", "--data-dir", d, "--policies", "classic"],

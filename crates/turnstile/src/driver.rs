@@ -17,13 +17,21 @@ use crate::policy::queue::{QueueCore, Release};
 use crate::policy::timer::{TimerCore, TIMER_SLEEP};
 use crate::policy::{Admission, Attempt, Core, Hold, Step, UnlimitedCore, WaitId};
 use crate::registry::SessionShared;
-use crate::sync::{lock, Arc, Mutex};
-use std::sync::atomic::{AtomicU32, Ordering};
+use crate::sync::{lock, Arc, Mutex, MutexGuard};
+// `std`'s atomics even under loom: the unlimited policy's reported limit and the lock-wait
+// counts are statistics that order nothing, and loom need not explore their interleavings.
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::TryLockError;
 
 /// The configured policy's decision core, driven with threads.
 pub(crate) struct Driver {
     core: Cores,
     epoch: Instant,
+    /// `classic`/`flifo`: threads waiting for the core's lock now (InnoDB 5.0's
+    /// `srv_conc_mutex`), and the waits for it so far. Counted only when a first try fails, so
+    /// an uncontended lock costs nothing more.
+    lock_waiting: AtomicU32,
+    lock_waits: AtomicU64,
 }
 
 enum Cores {
@@ -66,7 +74,36 @@ impl Driver {
         Driver {
             core,
             epoch: Instant::now(),
+            lock_waiting: AtomicU32::new(0),
+            lock_waits: AtomicU64::new(0),
         }
+    }
+
+    /// Locks the queue policies' core, counting the wait if the lock is taken.
+    fn lock_core<'a>(
+        &self,
+        m: &'a Mutex<QueueCore<Arc<SessionShared>>>,
+    ) -> MutexGuard<'a, QueueCore<Arc<SessionShared>>> {
+        match m.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.lock_waiting.fetch_add(1, Ordering::Relaxed);
+                self.lock_waits.fetch_add(1, Ordering::Relaxed);
+                let g = lock(m);
+                self.lock_waiting.fetch_sub(1, Ordering::Relaxed);
+                g
+            }
+        }
+    }
+
+    /// Threads waiting for the core's lock now, and waits for it so far (0 for the policies
+    /// without one).
+    pub(crate) fn lock_contention(&self) -> (u32, u64) {
+        (
+            self.lock_waiting.load(Ordering::Relaxed),
+            self.lock_waits.load(Ordering::Relaxed),
+        )
     }
 
     /// Precise nanoseconds since the gate was created (never 0; slow paths only). Under loom
@@ -91,7 +128,7 @@ impl Driver {
     ) -> Step {
         match &self.core {
             Cores::Queue(m) => {
-                let mut core = lock(m);
+                let mut core = self.lock_core(m);
                 let step = core.enter(at, sh);
                 if let Step::Wait(_) = step {
                     publish_queued(sh, first_wait);
@@ -194,7 +231,7 @@ impl Driver {
     /// Re-entry after a row-lock wait, without checking the limit, with one ticket.
     pub(crate) fn enter_unchecked(&self) -> Admission {
         match &self.core {
-            Cores::Queue(m) => lock(m).enter_unchecked(),
+            Cores::Queue(m) => self.lock_core(m).enter_unchecked(),
             Cores::Polling(c) => c.enter_unchecked(),
             Cores::Timer(c) => c.enter_unchecked(),
             Cores::Unlimited(u, _) => u.enter_unchecked(),
@@ -205,7 +242,7 @@ impl Driver {
     /// A thread told to sleep gives up before asking again.
     pub(crate) fn abandon(&self, at: &mut Attempt) {
         match &self.core {
-            Cores::Queue(m) => lock(m).abandon(at),
+            Cores::Queue(m) => self.lock_core(m).abandon(at),
             Cores::Polling(c) => c.abandon(at),
             Cores::Timer(c) => c.abandon(at),
             Cores::Unlimited(..) | Cores::Auto(_) => {}
@@ -218,7 +255,7 @@ impl Driver {
         match &self.core {
             Cores::Queue(m) => {
                 let released = {
-                    let mut core = lock(m);
+                    let mut core = self.lock_core(m);
                     let r = core.exit(hold);
                     if let Some(r) = &r {
                         mark_woken(r);
@@ -266,7 +303,7 @@ impl Driver {
                 nudge(c.take_nudge());
                 a
             }
-            _ => lock(self.queue()).finish_wait(id),
+            _ => self.lock_core(self.queue()).finish_wait(id),
         }
     }
 
@@ -279,7 +316,7 @@ impl Driver {
                 nudge(c.take_nudge());
                 a
             }
-            _ => lock(self.queue()).cancel_wait(id),
+            _ => self.lock_core(self.queue()).cancel_wait(id),
         }
     }
 
@@ -297,7 +334,7 @@ impl Driver {
         match &self.core {
             Cores::Queue(m) => {
                 let (old, released) = {
-                    let mut core = lock(m);
+                    let mut core = self.lock_core(m);
                     let old = core.limit();
                     let released = core.set_limit(limit);
                     for r in &released {
@@ -453,6 +490,38 @@ mod tests {
     use super::*;
     use crate::{GateConfig, Policy};
     use std::time::Duration;
+
+    #[test]
+    fn a_wait_for_the_queue_lock_is_counted_while_it_lasts_and_after() {
+        let d = Arc::new(Driver::new(&GateConfig::new(Policy::Classic).limit(4)));
+        let Cores::Queue(m) = &d.core else {
+            panic!("classic has a queue lock")
+        };
+        let held = lock(m);
+        let other = {
+            let d = d.clone();
+            std::thread::spawn(move || d.enter_unchecked())
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while d.lock_contention().0 == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the blocked thread was never counted"
+            );
+            std::thread::yield_now();
+        }
+        assert_eq!(d.lock_contention(), (1, 1));
+        drop(held);
+        other.join().unwrap();
+        assert_eq!(
+            d.lock_contention(),
+            (0, 1),
+            "the waiter left; its wait stays counted"
+        );
+        // An uncontended acquisition is not a wait.
+        d.enter_unchecked();
+        assert_eq!(d.lock_contention(), (0, 1));
+    }
 
     #[test]
     fn a_late_delivery_never_overwrites_a_newer_release() {

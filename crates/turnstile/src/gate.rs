@@ -169,6 +169,7 @@ impl GateInner {
         let c = &self.config;
         let g = self.driver.gauges(c.sleep_delay);
         let r = &self.registry;
+        let (lock_waiting, lock_waits) = self.driver.lock_contention();
         GateStats {
             policy: c.policy,
             limit: g.limit,
@@ -181,6 +182,8 @@ impl GateInner {
             waiting: r.waiting.load(Ordering::Relaxed),
             stepped_out: r.stepped_out.load(Ordering::Relaxed),
             sessions: totals.sessions,
+            lock_waiting,
+            lock_waits,
             sleep_delay: g.sleep_delay,
             auto: g.auto,
             counters: Counters::from_array(&totals.counters),

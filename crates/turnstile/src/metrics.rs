@@ -43,6 +43,8 @@
 //! | `turnstile_gate_waiting` | gauge | `gate` | [`GateStats::waiting`] |
 //! | `turnstile_gate_stepped_out` | gauge | `gate` | [`GateStats::stepped_out`] |
 //! | `turnstile_gate_sessions` | gauge | `gate` | [`GateStats::sessions`] |
+//! | `turnstile_gate_lock_waiting` | gauge | `gate` | [`GateStats::lock_waiting`] (`classic`/`flifo`) |
+//! | `turnstile_gate_lock_waits_total` | counter | `gate` | [`GateStats::lock_waits`] |
 //! | `turnstile_gate_sleep_delay_seconds` | gauge | `gate` | [`GateStats::sleep_delay`] |
 //! | `turnstile_gate_wait_seconds` | histogram | `gate` (+ `le`) | [`GateStats::wait`] |
 //! | `turnstile_gate_wake_latency_seconds` | histogram | `gate` (+ `le`) | [`GateStats::wake_latency`] |
@@ -367,6 +369,16 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
     gauge("turnstile_gate_sessions", "Live sessions.", |s| {
         Value::Int(s.sessions.into())
     }),
+    gauge(
+        "turnstile_gate_lock_waiting",
+        "classic/flifo: threads waiting for the gate's own lock (InnoDB's srv_conc_mutex).",
+        |s| Value::Int(s.lock_waiting.into()),
+    ),
+    counter(
+        "turnstile_gate_lock_waits_total",
+        "classic/flifo: acquisitions of the gate's own lock that had to wait.",
+        |s| Value::Int(s.lock_waits),
+    ),
     gauge(
         "turnstile_gate_sleep_delay_seconds",
         "The sleep delay in force.",

@@ -257,6 +257,12 @@ pub struct GateStats {
     pub stepped_out: u32,
     /// Live sessions.
     pub sessions: u32,
+    /// `classic`/`flifo`: threads waiting for the gate's own lock now (InnoDB 5.0's
+    /// `srv_conc_mutex`, which every admission, exit and hand-off takes). 0 for the policies
+    /// without one.
+    pub lock_waiting: u32,
+    /// `classic`/`flifo`: acquisitions of that lock that had to wait, over the gate's life.
+    pub lock_waits: u64,
     /// The sleep delay in force (`polling`'s adapts). Serialized as `sleep_delay_ns`.
     #[cfg_attr(
         feature = "serde",

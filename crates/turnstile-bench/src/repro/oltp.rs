@@ -177,6 +177,10 @@ pub struct OltpConfig {
     /// Measured time per point.
     #[serde(serialize_with = "crate::stats::ser_ms", rename = "duration_ms")]
     pub duration: Duration,
+    /// Repetitions of the whole sweep (at least 1). Each point reports the repetition with the
+    /// median TPS, and every repetition's TPS in [`OltpRun::tps_reps`]. The sweeps run one after
+    /// the other, so a drift of the machine during the run spreads over every point alike.
+    pub reps: usize,
 }
 
 impl OltpConfig {
@@ -189,6 +193,7 @@ impl OltpConfig {
             threads: crate::gate::DEFAULT_THREADS.to_vec(),
             settings: GateSetting::seed_settings(),
             duration: Duration::from_secs(2),
+            reps: 1,
         }
     }
 
@@ -210,8 +215,11 @@ pub struct OltpRun {
     pub policy: &'static str,
     /// Client threads.
     pub threads: usize,
-    /// Transactions per second.
+    /// Transactions per second. With [`OltpConfig::reps`] > 1, the median repetition's, and
+    /// every other figure of this point is that repetition's too.
     pub tps: f64,
+    /// Each repetition's TPS, in the order they ran (one entry without `--reps`).
+    pub tps_reps: Vec<f64>,
     /// Median transaction response time, ms: over every transaction completed in the measured
     /// window, all clients together (exact, nearest rank; 0 if none completed). Transactions
     /// still running at the window's end are not counted, so where clients starve the
@@ -296,6 +304,9 @@ pub struct Census {
     pub queued: f64,
     /// Sessions granted a slot by a hand-off and not yet running.
     pub woken: f64,
+    /// Threads waiting for the gate's own lock (`classic`/`flifo`: InnoDB 5.0's
+    /// `srv_conc_mutex`; 0 for the policies without one): the simulator's "on gate mutex".
+    pub on_gate_lock: f64,
 }
 
 /// `/proc/stat`'s `procs_running`: threads runnable machine-wide now.
@@ -323,6 +334,7 @@ fn census(gate: &turnstile::Gate, stop: &AtomicBool) -> Census {
         c.sleeping += snap.count_in(|s| matches!(s, S::Sleeping | S::Yielding)) as f64;
         c.queued += snap.count_in(|s| s == S::Queued) as f64;
         c.woken += snap.count_in(|s| s == S::Woken) as f64;
+        c.on_gate_lock += snap.lock_waiting as f64;
         c.samples += 1;
     }
     let n = c.samples.max(1) as f64;
@@ -330,6 +342,7 @@ fn census(gate: &turnstile::Gate, stop: &AtomicBool) -> Census {
     c.sleeping /= n;
     c.queued /= n;
     c.woken /= n;
+    c.on_gate_lock /= n;
     c.runnable = (run_n > 0).then(|| run / run_n as f64);
     c
 }
@@ -444,21 +457,51 @@ pub fn run(
     let engine = common.open()?;
     progress.step(&format!("oltp: table of {} rows", cfg.rows));
     engine.ensure_table(TABLE, cfg.rows, &mut |d, t| progress.load(d, t))?;
-    let mut runs = Vec::new();
-    for s in &cfg.settings {
-        for &t in &cfg.threads {
-            if stopped() {
-                return Err(ReproError::Interrupted);
+    if cfg.reps == 0 {
+        return Err(ReproError::BadInput(
+            "oltp: repetitions must be at least 1".into(),
+        ));
+    }
+    // reps[i] holds point i's repetitions, points in setting-major order.
+    let mut reps: Vec<Vec<OltpRun>> = Vec::new();
+    for rep in 0..cfg.reps {
+        let of = if cfg.reps > 1 {
+            format!(" (repetition {} of {})", rep + 1, cfg.reps)
+        } else {
+            String::new()
+        };
+        let mut i = 0;
+        for s in &cfg.settings {
+            for &t in &cfg.threads {
+                if stopped() {
+                    return Err(ReproError::Interrupted);
+                }
+                progress.step(&format!("oltp: {} × {t} threads{of}", s.name));
+                let run = point(&engine, cfg, s, t)?;
+                match reps.get_mut(i) {
+                    Some(v) => v.push(run),
+                    None => reps.push(vec![run]),
+                }
+                i += 1;
             }
-            progress.step(&format!("oltp: {} × {t} threads", s.name));
-            runs.push(point(&engine, cfg, s, t)?);
         }
     }
+    let runs = reps.into_iter().map(median_run).collect();
     Ok(OltpReport {
         config: cfg.clone(),
         runs,
         sysbench: None,
     })
+}
+
+/// The repetition with the median TPS (the lower of the two middle ones for an even count),
+/// carrying every repetition's TPS in run order.
+fn median_run(mut reps: Vec<OltpRun>) -> OltpRun {
+    let tps: Vec<f64> = reps.iter().map(|r| r.tps).collect();
+    reps.sort_by(|a, b| a.tps.total_cmp(&b.tps));
+    let mut mid = reps.swap_remove((reps.len() - 1) / 2);
+    mid.tps_reps = tps;
+    mid
 }
 
 #[repr(align(128))]
@@ -544,6 +587,7 @@ fn point(
         policy: s.name,
         threads,
         tps,
+        tps_reps: vec![tps],
         row_send: s.row_send.name(),
         cs_per_txn: usage.context_switches() as f64 / txns,
         admissions_per_txn: c1.admissions.saturating_sub(c0.admissions) as f64 / txns,
@@ -857,6 +901,15 @@ pub fn markdown(r: &OltpReport) -> String {
         "Seed context switches per transaction at 1024 threads (vmstat cs/s ÷ TPS): FIFO {:.0}, FLIFO {:.0}.\n",
         SEED_CS_PER_TXN.1, SEED_CS_PER_TXN.0
     );
+    if r.config.reps > 1 {
+        let _ = writeln!(
+            s,
+            "Every point is the repetition with the median TPS of {} sweeps run one after the \
+             other (TPS column: median, then the lowest and highest repetition); its other figures \
+             are that repetition's.\n",
+            r.config.reps
+        );
+    }
     let _ = writeln!(
         s,
         "| setting | row send | threads | TPS | p50 ms | p99 ms | cs/s | cs/txn | admissions/txn | sleeps/txn | queue waits/txn | usr % | sys % | idle % | wake p50 µs | seed TPS (FLIFO / FIFO) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -870,11 +923,11 @@ pub fn markdown(r: &OltpReport) -> String {
             });
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
             x.policy,
             x.row_send,
             x.threads,
-            x.tps,
+            tps_cell(x),
             x.p50_ms,
             x.p99_ms,
             x.cs_per_s,
@@ -892,6 +945,7 @@ pub fn markdown(r: &OltpReport) -> String {
     s.push_str(&per_client_table(r));
     s.push_str(&census_table(r));
     s.push_str(&collapse_summary(r));
+    s.push_str(&best_summary(r));
     if let Some(sb) = &r.sysbench {
         s.push_str(&super::sysbench::markdown(sb));
     }
@@ -905,17 +959,18 @@ pub fn census_table(r: &OltpReport) -> String {
     let mut s = format!(
         "\nWhere the threads were, on average over each window (sampled every {} ms): runnable = \
          running or waiting for a core, machine-wide (`/proc/stat`); inside = the gate's count, \
-         woken included; woken = granted a slot, not yet running; preempted/s = involuntary \
-         context switches (`ru_nivcsw`).\n\n\
-         | setting | threads | samples | runnable | inside | woken | queued | sleeping | preempted/s |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         woken included; woken = granted a slot, not yet running; on gate lock = waiting for the \
+         gate's own lock (classic and flifo: InnoDB 5.0's `srv_conc_mutex`); preempted/s = \
+         involuntary context switches (`ru_nivcsw`).\n\n\
+         | setting | threads | samples | runnable | inside | woken | queued | sleeping | on gate lock | preempted/s |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         CENSUS_EVERY.as_millis()
     );
     for x in &r.runs {
         let c = &x.census;
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} |",
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} |",
             x.policy,
             x.threads,
             c.samples,
@@ -924,6 +979,7 @@ pub fn census_table(r: &OltpReport) -> String {
             c.woken,
             c.queued,
             c.sleeping,
+            c.on_gate_lock,
             x.preempted_per_s
         );
     }
@@ -990,6 +1046,48 @@ pub fn per_client_table(r: &OltpReport) -> String {
     s
 }
 
+/// A point's TPS, and with repetitions the lowest and highest of them: `2524 (2401–2610)`.
+fn tps_cell(x: &OltpRun) -> String {
+    if x.tps_reps.len() < 2 {
+        return format!("{:.0}", x.tps);
+    }
+    let lo = x.tps_reps.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = x.tps_reps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{:.0} ({lo:.0}–{hi:.0})", x.tps)
+}
+
+/// The thread count from which [`best_summary`] lists every setting's share of the run's best:
+/// the many-client points `auto`'s throughput target is about (256, 512 and 1024 threads).
+pub const MANY_CLIENTS: usize = 256;
+
+/// Each setting's TPS at [`MANY_CLIENTS`] threads and more over the highest TPS any setting
+/// reached at any thread count in the run (with repetitions, the highest median).
+pub fn best_summary(r: &OltpReport) -> String {
+    use std::fmt::Write;
+    let Some(best) = r.runs.iter().max_by(|a, b| a.tps.total_cmp(&b.tps)) else {
+        return String::new();
+    };
+    if !r.runs.iter().any(|x| x.threads >= MANY_CLIENTS) || best.tps <= 0.0 {
+        return String::new();
+    }
+    let mut s = format!(
+        "\nTPS at {MANY_CLIENTS} threads and more over the run's best ({} at {} threads, {:.0} TPS):\n\n",
+        best.policy, best.threads, best.tps
+    );
+    for set in &r.config.settings {
+        let pts: Vec<String> = r
+            .runs
+            .iter()
+            .filter(|x| x.policy == set.name && x.threads >= MANY_CLIENTS)
+            .map(|x| format!("{} threads {:.0} %", x.threads, 100.0 * x.tps / best.tps))
+            .collect();
+        if !pts.is_empty() {
+            let _ = writeln!(s, "- {}: {}", set.name, pts.join(", "));
+        }
+    }
+    s
+}
+
 /// Each setting's TPS at the highest thread count over its own peak.
 pub fn collapse_summary(r: &OltpReport) -> String {
     use std::fmt::Write;
@@ -1042,6 +1140,7 @@ mod tests {
             threads: vec![1, 3],
             settings: GateSetting::seed_settings(),
             duration: Duration::from_millis(50),
+            reps: 1,
         };
         drop(engine);
         let r = run(&common, &cfg, &mut super::super::Quiet).unwrap();
@@ -1118,6 +1217,68 @@ mod tests {
             "keep: {keep} admissions per transaction"
         );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_point_with_repetitions_is_its_median_repetition_and_keeps_every_tps() {
+        let run = |tps: f64, p99_ms: f64| OltpRun {
+            tps,
+            p99_ms,
+            tps_reps: vec![tps],
+            ..Default::default()
+        };
+        let m = median_run(vec![run(300.0, 3.0), run(100.0, 1.0), run(200.0, 2.0)]);
+        assert_eq!(m.tps, 200.0);
+        assert_eq!(
+            m.p99_ms, 2.0,
+            "the other figures are the median repetition's"
+        );
+        assert_eq!(m.tps_reps, vec![300.0, 100.0, 200.0], "in run order");
+        // An even count takes the lower middle one: a reported point is always one that ran.
+        let m = median_run(vec![
+            run(4.0, 0.0),
+            run(1.0, 0.0),
+            run(3.0, 0.0),
+            run(2.0, 0.0),
+        ]);
+        assert_eq!(m.tps, 2.0);
+        assert_eq!(median_run(vec![run(7.0, 0.0)]).tps_reps, vec![7.0]);
+    }
+
+    #[test]
+    fn the_best_summary_compares_many_client_points_with_the_best_of_the_run() {
+        let mut cfg = OltpConfig::quick();
+        cfg.settings =
+            GateSetting::select(&["classic".into(), "auto".into()], RowSend::ForceExit).unwrap();
+        let run = |policy: &'static str, threads: usize, tps: f64| OltpRun {
+            policy,
+            threads,
+            tps,
+            tps_reps: vec![tps],
+            ..Default::default()
+        };
+        let r = OltpReport {
+            config: cfg,
+            runs: vec![
+                run("classic", 32, 2000.0),
+                run("classic", 256, 1000.0),
+                run("auto", 32, 1900.0),
+                run("auto", 256, 1900.0),
+                run("auto", 1024, 1500.0),
+            ],
+            sysbench: None,
+        };
+        let s = best_summary(&r);
+        assert!(s.contains("(classic at 32 threads, 2000 TPS)"), "{s}");
+        assert!(s.contains("- classic: 256 threads 50 %"), "{s}");
+        assert!(
+            s.contains("- auto: 256 threads 95 %, 1024 threads 75 %"),
+            "{s}"
+        );
+        assert!(
+            !s.contains("32 threads 9"),
+            "points under 256 threads are not listed: {s}"
+        );
     }
 
     #[test]
