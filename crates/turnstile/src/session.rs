@@ -298,7 +298,7 @@ impl Session {
         let driver = &self.gate.driver;
         if self
             .tickets
-            .keeps_slot(crate::clock::coarse_ns, || driver.has_waiters())
+            .keeps_slot(crate::clock::precise_ns, || driver.has_waiters())
         {
             self.sh.set_state(SessionState::DeclaredInside);
         } else {

@@ -211,6 +211,11 @@ pub struct MixedRun {
     pub sleeps: u64,
     /// Waits in the FIFO queue during the concurrent phase.
     pub queue_waits: u64,
+    /// The limit in force when the concurrent phase ended (`auto` moves it).
+    pub limit_end: u32,
+    /// `auto`: the largest limit its controller set during the run (`None` for the other
+    /// policies).
+    pub limit_max: Option<u32>,
 }
 
 /// The report.
@@ -390,6 +395,8 @@ fn one(engine: &Arc<Engine>, cfg: &MixedConfig, s: &MixedSetting) -> Result<Mixe
         admissions: d(|c| c.admissions),
         sleeps: d(|c| c.sleeps),
         queue_waits: d(|c| c.queue_waits),
+        limit_end: after.limit,
+        limit_max: after.auto.map(|a| a.limit_max),
     })
 }
 
@@ -429,12 +436,12 @@ pub fn markdown(r: &MixedReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| setting | policy | tickets | alone s | scans s | slowdown | point selects | selects/s | p50 ms | p99 ms | max ms | admissions | sleeps | queue waits |\n|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| setting | policy | tickets | alone s | scans s | slowdown | point selects | selects/s | p50 ms | p99 ms | max ms | admissions | sleeps | queue waits | limit at end (max) |\n|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for x in &r.runs {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.3} | {} | {:.2} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {} | {} | {} |",
+            "| {} | {} | {} | {:.3} | {} | {:.2} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} |",
             x.setting,
             x.policy,
             x.tickets,
@@ -452,7 +459,11 @@ pub fn markdown(r: &MixedReport) -> String {
             x.point_max_ms,
             x.admissions,
             x.sleeps,
-            x.queue_waits
+            x.queue_waits,
+            match x.limit_max {
+                Some(m) => format!("{} ({m})", x.limit_end),
+                None => x.limit_end.to_string(),
+            }
         );
     }
     s
@@ -503,6 +514,8 @@ mod tests {
             // Every point select is one statement of one call: at most one admission each,
             // and each scan at least one.
             assert!(x.admissions >= SCANS as u64, "{x:?}");
+            // A fixed limit stays where it was set; only `auto` reports a largest limit.
+            assert_eq!((x.limit_end, x.limit_max), (2, None), "{x:?}");
         }
         assert_eq!((r.runs[0].policy, r.runs[0].tickets), ("classic", 500));
         assert_eq!(r.runs[1].policy, "polling");

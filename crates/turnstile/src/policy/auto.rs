@@ -58,17 +58,23 @@ use super::{dec, Admission, AdmittedBy, Attempt, Hold, HoldKind, Step, WaitId};
 use crate::monitor::StepOutReason;
 use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 
-/// How long an admission keeps its slot between calls. 1 ms: a short query queued behind long
-/// scans waits about one quantum for a slot (`repro mixed` asks for a point-select p99 of 2 ms
-/// while two scans run), and the quantum is of the order of the kernel's own time slice
-/// (CFS: 3 ms latency / 4 = 0.75 ms minimum granularity). Each quantum that ends with a
-/// waiter costs one hand-off (a wake-up, ~5–50 µs measured by `turnstile calibrate` on the
-/// development VM), so 1 ms keeps that under a few percent.
-pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(1);
+/// How long an admission keeps its slot between calls. 2 ms, timed with a precise clock
+/// ([`crate::clock`]): every `auto` figure recorded until 2026-11-25 ran a "1 ms" quantum timed
+/// with the coarse clock, which moves once per scheduler tick (4 ms on the development VM's
+/// 250 Hz kernel), so the quantum really lasted 0–4 ms, 2 ms on average. Timed precisely,
+/// 1 ms cut `bench gate --block-us 200` (64 threads sleeping inside their slots) from
+/// 0.85–0.90 to 0.78–0.85 of polling's throughput, three pairs, from the extra hand-offs; 2 ms
+/// kept it (0.85–0.87 against 0.85–0.89) and `repro mixed` within its noise (scans 3.0–4.6 ×
+/// either way, point p99 1.02–1.07 ms against the 2 ms asked for: the age cap, not the
+/// quantum, bounds a point select's wait). It is of the order of the kernel's own slice
+/// (EEVDF's 0.75 ms × (1 + log2 CPUs): 1.5 ms on 2 CPUs, 3 ms on 8). Each quantum that ends
+/// with a waiter costs one hand-off (a wake-up, ~5–50 µs measured by `turnstile calibrate`),
+/// so 2 ms keeps that around 1 %.
+pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(2);
 
 /// A waiter older than this is served oldest-first by direct hand-off, and no newcomer runs
-/// ahead of it. 1 ms: Go's mutex starvation threshold, and one quantum, so no waiter waits
-/// much more than a quantum past the cap. Measured against CoDel's 5 ms target (folly's
+/// ahead of it. 1 ms: Go's mutex starvation threshold (it was also the quantum's nominal
+/// length until the quantum became 2 ms, see [`DEFAULT_QUANTUM`]). Measured against CoDel's 5 ms target (folly's
 /// default) on the 2-core VM: `repro mixed` scans 3.51 → 2.75 × a lone scan (point p99
 /// 0.03 → 1.8 ms, under the 2 ms asked for), `repro oltp` fairness at 256/1024 threads
 /// unchanged (p99 1.1–1.2 × fair share, no starved client).
