@@ -81,10 +81,12 @@ fn gate_options_build_every_policy_and_refuse_bad_sizes_and_settings() {
         assert_eq!(ts_gate_options_init(o.as_mut_ptr(), std::ptr::null()), OK);
         let mut o = o.assume_init();
         assert_eq!(o.size, TS_GATE_OPTIONS_MIN_SIZE);
+        let quantum_us = turnstile::GateConfig::default().quantum.as_micros() as u64;
         assert_eq!(
             (o.adaptive_limit, o.quantum_us, o.max_waiting),
-            (1, 1000, 0)
+            (1, quantum_us, 0)
         );
+        assert_eq!(quantum_us, 2000, "the header documents a 2,000 µs default");
 
         // auto with overload protection: one slot, nobody may queue.
         o.limit = 1;
