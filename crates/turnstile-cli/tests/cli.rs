@@ -168,6 +168,33 @@ fn bench_mutex_rejects_bad_input_with_exit_code_2() {
     }
 }
 
+/// `repro oltp` on a tiny table (2,000 rows, ranges of 100, 50 ms points) with `extra`
+/// arguments, its chart in `charts`; it must succeed.
+fn tiny_oltp(d: &str, charts: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "repro",
+        "oltp",
+        "--data-dir",
+        d,
+        "--rows",
+        "2000",
+        "--range",
+        "100",
+        "--seconds",
+        "0.05",
+        "--out",
+        charts.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = turnstile(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn temp(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("turnstile-cli-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -211,28 +238,7 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
     }
 
     let charts = temp("repro-oltp-charts");
-    let out = turnstile(&[
-        "repro",
-        "oltp",
-        "--data-dir",
-        d,
-        "--rows",
-        "2000",
-        "--range",
-        "100",
-        "--threads",
-        "1,2",
-        "--seconds",
-        "0.05",
-        "--json",
-        "--out",
-        charts.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = tiny_oltp(d, &charts, &["--threads", "1,2", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = v["runs"].as_array().unwrap();
     // Every setting (classic, flifo, polling, timer, unlimited, auto) at two thread counts.
@@ -278,30 +284,17 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
     assert!(runs.iter().all(|r| r["row_send"] == "force-exit"));
     assert!(charts.join("oltp-tps.svg").is_file());
 
-    let out = turnstile(&[
-        "repro",
-        "oltp",
-        "--data-dir",
+    let out = tiny_oltp(
         d,
-        "--rows",
-        "2000",
-        "--range",
-        "100",
-        "--threads",
-        "1",
-        "--seconds",
-        "0.05",
-        "--policies",
-        "flifo,classic",
-        "--row-send",
-        "keep",
-        "--out",
-        charts.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        &charts,
+        &[
+            "--threads",
+            "1",
+            "--policies",
+            "flifo,classic",
+            "--row-send",
+            "keep",
+        ],
     );
     let md = String::from_utf8_lossy(&out.stdout);
     assert!(md.contains("Row send: **keep**"), "{md}");
@@ -313,31 +306,18 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
     );
 
     // Repetitions: every point keeps each repetition's TPS and reports the median one.
-    let out = turnstile(&[
-        "repro",
-        "oltp",
-        "--data-dir",
+    let out = tiny_oltp(
         d,
-        "--rows",
-        "2000",
-        "--range",
-        "100",
-        "--threads",
-        "2",
-        "--seconds",
-        "0.05",
-        "--policies",
-        "auto",
-        "--reps",
-        "3",
-        "--json",
-        "--out",
-        charts.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        &charts,
+        &[
+            "--threads",
+            "2",
+            "--policies",
+            "auto",
+            "--reps",
+            "3",
+            "--json",
+        ],
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["config"]["reps"], 3);

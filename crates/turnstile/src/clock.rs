@@ -31,16 +31,11 @@ pub(crate) fn coarse_ns() -> u64 {
     1
 }
 
-/// Monotonic nanoseconds since first use (never 0), where no coarse clock is available.
+/// Where no coarse clock is available: the precise one.
 #[cfg(all(not(target_os = "linux"), not(loom)))]
 #[inline]
 pub(crate) fn coarse_ns() -> u64 {
-    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    EPOCH
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_nanos() as u64
-        + 1
+    precise_ns()
 }
 
 /// Precise monotonic nanoseconds since first use (never 0), for `auto`'s quantum: read once

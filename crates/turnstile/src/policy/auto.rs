@@ -58,15 +58,15 @@ use super::{dec, Admission, AdmittedBy, Attempt, Hold, HoldKind, Step, WaitId};
 use crate::monitor::StepOutReason;
 use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 
-/// How long an admission keeps its slot between calls. 2 ms, timed with a precise clock
-/// ([`crate::clock`]): every `auto` figure recorded until 2026-11-25 ran a "1 ms" quantum timed
+/// How long an admission keeps its slot between calls. 2 ms, timed with a precise monotonic
+/// clock: every `auto` figure recorded until 2026-11-25 ran a "1 ms" quantum timed
 /// with the coarse clock, which moves once per scheduler tick (4 ms on the development VM's
 /// 250 Hz kernel), so the quantum really lasted 0–4 ms, 2 ms on average. Timed precisely,
 /// 1 ms cut `bench gate --block-us 200` (64 threads sleeping inside their slots) from
 /// 0.85–0.90 to 0.78–0.85 of polling's throughput, three pairs, from the extra hand-offs; 2 ms
-/// kept it (0.85–0.87 against 0.85–0.89) and `repro mixed` within its noise (scans 3.0–4.6 ×
-/// either way, point p99 1.02–1.07 ms against the 2 ms asked for: the age cap, not the
-/// quantum, bounds a point select's wait). It is of the order of the kernel's own slice
+/// kept it (0.85–0.87 against 0.85–0.89) and `repro mixed` within its noise (15 runs with the
+/// coarse clock and 8 with the precise 2 ms, alternated: scans 2.3–4.6 × and 2.2–4.6 ×, point
+/// p99 1.02–1.28 ms and 1.02–1.75 ms, against the 2 ms asked for). It is of the order of the kernel's own slice
 /// (EEVDF's 0.75 ms × (1 + log2 CPUs): 1.5 ms on 2 CPUs, 3 ms on 8). Each quantum that ends
 /// with a waiter costs one hand-off (a wake-up, ~5–50 µs measured by `turnstile calibrate`),
 /// so 2 ms keeps that around 1 %.
