@@ -27,8 +27,8 @@
 #define TS_GATE_OPTIONS_MIN_SIZE 80
 
 // The layout version `ts_gate_stats` fills (`ts_stats.version`). Later versions only append
-// members.
-#define TS_STATS_VERSION 1
+// members: version 2 appended `lock_waiting` and `lock_waits`.
+#define TS_STATS_VERSION 2
 
 // The smallest `ts_stats.size` accepted: the `size` and `version` members.
 #define TS_STATS_MIN_SIZE 8
@@ -269,6 +269,13 @@ typedef struct {
     uint64_t wake_max_ns;
     // How long the gate had existed when these were taken, in nanoseconds.
     uint64_t taken_at_ns;
+    // Version 2. `classic`/`flifo`: threads waiting for the gate's own lock now (InnoDB
+    // 5.0's `srv_conc_mutex`), spinning or asleep; 0 for the other policies. (64 bits so the
+    // struct keeps no padding.)
+    uint64_t lock_waiting;
+    // Version 2. `classic`/`flifo`: acquisitions of that lock that had to wait, over the
+    // gate's life.
+    uint64_t lock_waits;
 } ts_stats;
 
 #ifdef __cplusplus

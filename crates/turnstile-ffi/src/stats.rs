@@ -11,8 +11,8 @@ use crate::guard;
 use crate::status::ts_status;
 
 /// The layout version `ts_gate_stats` fills (`ts_stats.version`). Later versions only append
-/// members.
-pub const TS_STATS_VERSION: u32 = 1;
+/// members: version 2 appended `lock_waiting` and `lock_waits`.
+pub const TS_STATS_VERSION: u32 = 2;
 
 /// The smallest `ts_stats.size` accepted: the `size` and `version` members.
 pub const TS_STATS_MIN_SIZE: u32 = 8;
@@ -103,11 +103,18 @@ pub struct ts_stats {
     pub wake_max_ns: u64,
     /// How long the gate had existed when these were taken, in nanoseconds.
     pub taken_at_ns: u64,
+    /// Version 2. `classic`/`flifo`: threads waiting for the gate's own lock now (InnoDB
+    /// 5.0's `srv_conc_mutex`), spinning or asleep; 0 for the other policies. (64 bits so the
+    /// struct keeps no padding.)
+    pub lock_waiting: u64,
+    /// Version 2. `classic`/`flifo`: acquisitions of that lock that had to wait, over the
+    /// gate's life.
+    pub lock_waits: u64,
 }
 
 // No padding anywhere (the partial copy below then copies only initialized bytes, and every
 // member boundary is the same on every platform): the members' sizes add up to the struct's.
-const _: () = assert!(size_of::<ts_stats>() == 2 * 4 + 16 + 10 * 4 + 22 * 8);
+const _: () = assert!(size_of::<ts_stats>() == 2 * 4 + 16 + 10 * 4 + 24 * 8);
 const _: () = assert!(offset_of!(ts_stats, sleep_delay_ns) % 8 == 0);
 const _: () = assert!(offset_of!(ts_stats, policy) == TS_STATS_MIN_SIZE as usize);
 
@@ -167,6 +174,8 @@ fn collect(g: &ts_gate) -> ts_stats {
         wake_p99_ns,
         wake_max_ns,
         taken_at_ns: ns(s.taken_at),
+        lock_waiting: u64::from(s.lock_waiting),
+        lock_waits: s.lock_waits,
     }
 }
 

@@ -357,12 +357,21 @@ static void stats_fill_only_the_size_the_caller_states(void) {
     CHECK(u.s.size == TS_STATS_MIN_SIZE - 1);
     for (size_t i = sizeof u.s.size; i < sizeof u; i++) CHECK(u.bytes[i] == 0xAB);
 
+    /* A caller built against version 1 (up to `taken_at_ns`): nothing of version 2. */
+    size_t v1 = offsetof(ts_stats, lock_waiting);
+    memset(&u, 0xAB, sizeof u);
+    u.s.size = (uint32_t)v1;
+    CHECK_RC(ts_gate_stats(g, &u.s), TS_OK);
+    CHECK(u.s.size == v1);
+    for (size_t i = v1; i < sizeof u; i++) CHECK(u.bytes[i] == 0xAB);
+
     /* A caller built against a newer, longer one: the library fills what it knows. */
     memset(&u, 0, sizeof u);
     u.s.size = sizeof(ts_stats) + 64;
     CHECK_RC(ts_gate_stats(g, &u.s), TS_OK);
     CHECK(u.s.size == sizeof(ts_stats));
     CHECK(u.s.sleep_delay_ns == 10000000); /* InnoDB's default 10 ms */
+    CHECK(u.s.lock_waiting == 0);           /* nobody waits for flifo's lock */
     ts_gate_free(g);
 }
 
