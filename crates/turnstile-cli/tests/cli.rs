@@ -261,6 +261,9 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
         "starved_clients",
         "jain",
         "window_s",
+        "wake_p50_us",
+        "wake_p99_us",
+        "wake_mean_us",
     ] {
         assert!(!runs[0][key].is_null(), "missing {key}");
     }

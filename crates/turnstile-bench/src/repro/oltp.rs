@@ -276,8 +276,13 @@ pub struct OltpRun {
     pub inside_at_end: u32,
     /// Sessions waiting at the end of the interval.
     pub waiting_at_end: usize,
-    /// Median hand-off wake-up latency, µs (queue policies).
+    /// Median hand-off wake-up latency, µs (queue policies): from the hand-off's signal to
+    /// the woken thread running.
     pub wake_p50_us: f64,
+    /// 99th percentile of the same, µs.
+    pub wake_p99_us: f64,
+    /// Mean of the same, µs (a heavy tail shows as a mean far above the median).
+    pub wake_mean_us: f64,
     /// Where the threads were, on average over the window (sampled every
     /// [`CENSUS_EVERY`]): the simulator's `at_end` census, measured.
     pub census: Census,
@@ -583,6 +588,7 @@ fn point(
     // Per transaction completed in the window (÷ 1 if none completed).
     let txns = completed.max(1) as f64;
     let (c0, c1) = (&snap0.counters, &snap.counters);
+    let wake = snap.wake_latency.since(&snap0.wake_latency);
     Ok(OltpRun {
         policy: s.name,
         threads,
@@ -612,7 +618,9 @@ fn point(
         cpu_idle: (100.0 - user - sys).max(0.0),
         inside_at_end: snap.inside + snap.lifo_running,
         waiting_at_end: snap.count_in(turnstile::SessionState::is_waiting),
-        wake_p50_us: snap.wake_latency.since(&snap0.wake_latency).quantile(0.5) as f64 / 1e3,
+        wake_p50_us: wake.quantile(0.5) as f64 / 1e3,
+        wake_p99_us: wake.quantile(0.99) as f64 / 1e3,
+        wake_mean_us: wake.mean() / 1e3,
         census,
     })
 }
@@ -912,7 +920,7 @@ pub fn markdown(r: &OltpReport) -> String {
     }
     let _ = writeln!(
         s,
-        "| setting | row send | threads | TPS | p50 ms | p99 ms | cs/s | cs/txn | admissions/txn | sleeps/txn | queue waits/txn | usr % | sys % | idle % | wake p50 µs | seed TPS (FLIFO / FIFO) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        "| setting | row send | threads | TPS | p50 ms | p99 ms | cs/s | cs/txn | admissions/txn | sleeps/txn | queue waits/txn | usr % | sys % | idle % | wake p50 / p99 / mean µs | seed TPS (FLIFO / FIFO) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     );
     for x in &r.runs {
         let seed = crate::gate::DEFAULT_THREADS
@@ -923,7 +931,7 @@ pub fn markdown(r: &OltpReport) -> String {
             });
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} / {:.0} / {:.0} | {} |",
             x.policy,
             x.row_send,
             x.threads,
@@ -939,6 +947,8 @@ pub fn markdown(r: &OltpReport) -> String {
             x.cpu_sys,
             x.cpu_idle,
             x.wake_p50_us,
+            x.wake_p99_us,
+            x.wake_mean_us,
             seed
         );
     }
