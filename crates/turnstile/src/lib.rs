@@ -114,4 +114,5 @@ pub use monitor::{
 };
 pub use mutex::{Condvar, Mutex, MutexGuard, WaitTimeoutResult};
 pub use policy::auto::AutoGauges as AutoStats;
+pub use policy::auto::LimitReasons;
 pub use session::{Call, Canceler, Session, Statement};

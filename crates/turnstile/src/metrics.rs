@@ -36,6 +36,13 @@
 //! | `turnstile_gate_fifo_pending` | gauge | `gate` | [`GateStats::fifo_pending`] |
 //! | `turnstile_gate_limit_raises_total` | counter | `gate` | `auto`: [`crate::AutoStats::limit_raises`] (0 otherwise) |
 //! | `turnstile_gate_limit_cuts_total` | counter | `gate` | `auto`: [`crate::AutoStats::limit_cuts`] |
+//! | `turnstile_gate_limit_windows_total` | counter | `gate` | `auto`: [`crate::LimitReasons::windows`] (windows with threads queued) |
+//! | `turnstile_gate_limit_raises_idle_cpu_total` | counter | `gate` | `auto`: [`crate::LimitReasons::idle_cpu`] |
+//! | `turnstile_gate_limit_raises_handoff_total` | counter | `gate` | `auto`: [`crate::LimitReasons::handoff`] |
+//! | `turnstile_gate_limit_raises_blind_total` | counter | `gate` | `auto`: [`crate::LimitReasons::blind`] |
+//! | `turnstile_gate_limit_cuts_late_total` | counter | `gate` | `auto`: [`crate::LimitReasons::late`] |
+//! | `turnstile_gate_limit_cuts_busy_total` | counter | `gate` | `auto`: [`crate::LimitReasons::busy`] |
+//! | `turnstile_gate_limit_bounds_total` | counter | `gate` | `auto`: [`crate::LimitReasons::bounds`] |
 //! | `turnstile_gate_stall_checks_total` | counter | `gate` | `auto`: [`crate::AutoStats::stall_ticks`] |
 //! | `turnstile_gate_overload_rejections_total` | counter | `gate` | `auto`: [`crate::AutoStats::rejections`] |
 //! | `turnstile_gate_queued` | gauge | `gate` | [`GateStats::queued`] |
@@ -335,6 +342,41 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
         "turnstile_gate_limit_cuts_total",
         "auto: times the limit controller lowered the limit.",
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_cuts)),
+    ),
+    counter(
+        "turnstile_gate_limit_windows_total",
+        "auto: controller windows in which threads queued (each made a decision, a hold included).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.windows)),
+    ),
+    counter(
+        "turnstile_gate_limit_raises_idle_cpu_total",
+        "auto: raises because threads queued while the CPUs were not all busy.",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.idle_cpu)),
+    ),
+    counter(
+        "turnstile_gate_limit_raises_handoff_total",
+        "auto: raises because the busy CPUs went to hand-offs (statements shorter than a wake-up).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.handoff)),
+    ),
+    counter(
+        "turnstile_gate_limit_raises_blind_total",
+        "auto: raises without a CPU reading (after prompt grants or a stall).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.blind)),
+    ),
+    counter(
+        "turnstile_gate_limit_cuts_late_total",
+        "auto: cuts because grantees started late while the CPUs were busy.",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.late)),
+    ),
+    counter(
+        "turnstile_gate_limit_cuts_busy_total",
+        "auto: cuts by one with every CPU busy and the limit above the CPU count.",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.busy)),
+    ),
+    counter(
+        "turnstile_gate_limit_bounds_total",
+        "auto: moves back within the controller's bounds after an operator's limit outside them.",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.bounds)),
     ),
     counter(
         "turnstile_gate_stall_checks_total",

@@ -216,6 +216,9 @@ pub struct MixedRun {
     /// `auto`: the largest limit its controller set during the run (`None` for the other
     /// policies).
     pub limit_max: Option<u32>,
+    /// `auto`: why its controller moved the limit during the concurrent phase, window by
+    /// window (`None` for the other policies).
+    pub limit_reasons: Option<turnstile::LimitReasons>,
 }
 
 /// The report.
@@ -397,6 +400,10 @@ fn one(engine: &Arc<Engine>, cfg: &MixedConfig, s: &MixedSetting) -> Result<Mixe
         queue_waits: d(|c| c.queue_waits),
         limit_end: after.limit,
         limit_max: after.auto.map(|a| a.limit_max),
+        limit_reasons: match (after.auto, before.auto) {
+            (Some(a), Some(b)) => Some(a.limit_reasons.since(&b.limit_reasons)),
+            _ => None,
+        },
     })
 }
 
@@ -422,7 +429,10 @@ pub fn markdown(r: &MixedReport) -> String {
          every session looping until both scans have ended. \
          *alone s*: the scan with nothing else running (median of {}); *scans s*: the two concurrent scans; \
          *slowdown*: the slower of them ÷ alone; *p50/p99/max ms*: latency of one point select while the scans ran; \
-         *selects/s*: point selects completed ÷ the concurrent phase. \
+         *selects/s*: point selects completed ÷ the concurrent phase; \
+         *limit moves* (`auto`): its controller's 20 ms windows with threads queued, and how many raised the limit \
+         because the CPUs were not all busy (idle) or busy with hand-offs (hand-off), and cut it for late grants (late) \
+         or busy CPUs (busy). \
          Seed 000 ran the scans only (MySQL 5.5, 9M rows, limit 1, classic): alone {:.1} s; two at once {}; {}. \
          Few tickets let short queries in between a scan's rows at the scans' cost; many keep the slot to the scan's end.\n",
         c.point_sessions,
@@ -436,12 +446,12 @@ pub fn markdown(r: &MixedReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| setting | policy | tickets | alone s | scans s | slowdown | point selects | selects/s | p50 ms | p99 ms | max ms | admissions | sleeps | queue waits | limit at end (max) |\n|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| setting | policy | tickets | alone s | scans s | slowdown | point selects | selects/s | p50 ms | p99 ms | max ms | admissions | sleeps | queue waits | limit at end (max) | limit moves |\n|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     );
     for x in &r.runs {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.3} | {} | {:.2} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.3} | {} | {:.2} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {} |",
             x.setting,
             x.policy,
             x.tickets,
@@ -463,6 +473,13 @@ pub fn markdown(r: &MixedReport) -> String {
             match x.limit_max {
                 Some(m) => format!("{} ({m})", x.limit_end),
                 None => x.limit_end.to_string(),
+            },
+            match x.limit_reasons {
+                Some(r) => format!(
+                    "{} windows: idle {}, hand-off {}, late {}, busy {}",
+                    r.windows, r.idle_cpu, r.handoff, r.late, r.busy
+                ),
+                None => "–".into(),
             }
         );
     }
@@ -516,6 +533,7 @@ mod tests {
             assert!(x.admissions >= SCANS as u64, "{x:?}");
             // A fixed limit stays where it was set; only `auto` reports a largest limit.
             assert_eq!((x.limit_end, x.limit_max), (2, None), "{x:?}");
+            assert!(x.limit_reasons.is_none(), "{x:?}");
         }
         assert_eq!((r.runs[0].policy, r.runs[0].tickets), ("classic", 500));
         assert_eq!(r.runs[1].policy, "polling");

@@ -186,10 +186,59 @@ pub struct LimitController {
     window_start_ns: u64,
     /// The CPU reading at the window's start.
     cpu_start_ns: Option<u64>,
-    /// Decisions made, for monitoring.
-    pub raises: u64,
-    /// See `raises`.
-    pub cuts: u64,
+    /// Its decisions, counted. Boxed: touched once a window, they should not make every
+    /// policy's core (an enum sized by its largest variant) larger.
+    tally: Box<Tally>,
+}
+
+/// The controller's decisions, for monitoring.
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    raises: u64,
+    cuts: u64,
+    reasons: LimitReasons,
+}
+
+/// Why the controller moved the limit, window by window: each raise and cut is counted once,
+/// under the rule that made it (their sum is `raises + cuts`), and `windows` counts every
+/// window in which threads queued, including those that left the limit where it was
+/// (inside the dead band, or at a bound).
+/// An operator who sees the limit climb reads here which signal drove it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct LimitReasons {
+    /// Windows with threads queued (a decision was made, whatever it was).
+    pub windows: u64,
+    /// Raised: the CPUs were not all busy while threads queued (CPU use under 95 %).
+    pub idle_cpu: u64,
+    /// Raised: the CPUs were busy handing slots over (under 2 × [`HANDOFF_CPU`] of CPU per
+    /// hand-off).
+    pub handoff: u64,
+    /// Raised without a CPU reading (off Linux, the first window): after prompt grants or a
+    /// stall.
+    pub blind: u64,
+    /// Cut by a quarter: grantees started late while the CPUs were busy.
+    pub late: u64,
+    /// Lowered by one: every CPU busy with the limit above the CPU count.
+    pub busy: u64,
+    /// Brought back within the controller's bounds (the CPUs … the maximum) after an
+    /// operator set a limit outside them.
+    pub bounds: u64,
+}
+
+impl LimitReasons {
+    /// The counts since `earlier` (a reading of the same gate taken before).
+    pub fn since(&self, earlier: &LimitReasons) -> LimitReasons {
+        LimitReasons {
+            windows: self.windows.saturating_sub(earlier.windows),
+            idle_cpu: self.idle_cpu.saturating_sub(earlier.idle_cpu),
+            handoff: self.handoff.saturating_sub(earlier.handoff),
+            blind: self.blind.saturating_sub(earlier.blind),
+            late: self.late.saturating_sub(earlier.late),
+            busy: self.busy.saturating_sub(earlier.busy),
+            bounds: self.bounds.saturating_sub(earlier.bounds),
+        }
+    }
 }
 
 /// What one hand-off costs in CPU: the grantee's switch in (2.0–7.6 µs on the development VM,
@@ -219,9 +268,23 @@ impl LimitController {
             stalled: false,
             window_start_ns: 0,
             cpu_start_ns: None,
-            raises: 0,
-            cuts: 0,
+            tally: Box::default(),
         }
+    }
+
+    /// Times it raised the limit.
+    pub fn raises(&self) -> u64 {
+        self.tally.raises
+    }
+
+    /// Times it lowered the limit.
+    pub fn cuts(&self) -> u64 {
+        self.tally.cuts
+    }
+
+    /// Why it moved the limit, window by window.
+    pub fn reasons(&self) -> LimitReasons {
+        self.tally.reasons
     }
 
     /// A hand-off's grantee began to run `delay_ns` after it was chosen.
@@ -278,36 +341,48 @@ impl LimitController {
         // 35-40 on `bench gate --block-us 200` with 64 threads, 81-86 % of the best fixed
         // limit's throughput, with the CPUs 93 % busy).
         let late_and_busy = grants > 0 && late * 8 > grants && !matches!(u, Some(u) if u < U_LOW);
-        let new = if handoff_bound {
-            limit + (limit / 4).max(1)
+        let tally = &mut *self.tally;
+        let r = &mut tally.reasons;
+        r.windows += 1;
+        // The rule that decides, and the counter its decision lands in if it moves the limit.
+        let (new, reason) = if handoff_bound {
+            (limit + (limit / 4).max(1), &mut r.handoff)
         } else if late_and_busy {
-            (limit - limit / 4).min(limit.saturating_sub(1))
+            (
+                (limit - limit / 4).min(limit.saturating_sub(1)),
+                &mut r.late,
+            )
         } else {
             match u {
-                Some(u) => {
-                    if u < U_LOW {
-                        let gap = limit as f64 * (U_TARGET / u.max(0.01) - 1.0) / 2.0;
-                        limit + (gap as u32).clamp(1, limit)
-                    } else if u >= U_HIGH && limit > self.cpus {
-                        limit - 1
-                    } else {
-                        limit
-                    }
+                Some(u) if u < U_LOW => {
+                    let gap = limit as f64 * (U_TARGET / u.max(0.01) - 1.0) / 2.0;
+                    (limit + (gap as u32).clamp(1, limit), &mut r.idle_cpu)
                 }
+                Some(u) if u >= U_HIGH && limit > self.cpus => (limit - 1, &mut r.busy),
+                Some(_) => (limit, &mut r.busy),
                 // Without a CPU reading: one more slot after prompt grants, or after a stall
                 // (MariaDB's thread pool adds a worker per stall).
-                None if grants > 0 || stalled => limit + 1,
-                None => limit,
+                None if grants > 0 || stalled => (limit + 1, &mut r.blind),
+                None => (limit, &mut r.blind),
             }
         };
-        let new = new.clamp(self.min, self.max);
+        let clamped = new.clamp(self.min, self.max);
+        // A limit an operator set outside the bounds is brought back whatever the rule said.
+        let reason = if clamped != new && clamped.cmp(&limit) != new.cmp(&limit) {
+            &mut r.bounds
+        } else {
+            reason
+        };
+        let new = clamped;
         match new.cmp(&limit) {
             std::cmp::Ordering::Greater => {
-                self.raises += 1;
+                *reason += 1;
+                tally.raises += 1;
                 Decision::Raise(new)
             }
             std::cmp::Ordering::Less => {
-                self.cuts += 1;
+                *reason += 1;
+                tally.cuts += 1;
                 Decision::Cut(new)
             }
             std::cmp::Ordering::Equal => Decision::Hold,
@@ -382,6 +457,8 @@ pub struct AutoGauges {
     pub limit_raises: u64,
     /// Times it lowered the limit.
     pub limit_cuts: u64,
+    /// Why it raised and lowered it, window by window.
+    pub limit_reasons: LimitReasons,
     /// Controller runs by a waiter that saw no slot released for a stall period.
     pub stall_ticks: u64,
     /// Enters refused by the queue cap.
@@ -961,8 +1038,9 @@ impl<W: Clone> AutoCore<W> {
             queued: self.queued.load(Ordering::SeqCst),
             starving: q.starving,
             limit_max: q.limit_max,
-            limit_raises: q.controller.raises,
-            limit_cuts: q.controller.cuts,
+            limit_raises: q.controller.raises(),
+            limit_cuts: q.controller.cuts(),
+            limit_reasons: q.controller.reasons(),
             stall_ticks: q.stall_ticks,
             rejections: q.rejections,
             age_handoffs: q.age_handoffs,
@@ -1187,7 +1265,68 @@ mod tests {
         c.observe_grant(50_000);
         // 20 ms on 4 CPUs with 8 ms of CPU used: u = 0.1 → raise by up to doubling.
         assert_eq!(c.decide(4, 20 * MS, Some(8 * MS)), Decision::Raise(8));
-        assert_eq!(c.raises, 1);
+        assert_eq!(c.raises(), 1);
+        assert_eq!(
+            c.reasons(),
+            LimitReasons {
+                windows: 1,
+                idle_cpu: 1,
+                ..LimitReasons::default()
+            }
+        );
+    }
+
+    #[test]
+    fn each_move_of_the_limit_is_counted_under_the_rule_that_made_it() {
+        // Inputs as in the tests above; here the counts of why are asserted, window by window.
+        let mut c = LimitController::new(2, 2, 64);
+        c.decide(4, 0, Some(0));
+        // One 20 ms window with threads queued: `cpu_ms` of CPU used on the 2 CPUs (40 = all
+        // busy), `grants` hand-offs, every other one starting `late_ms` late.
+        let (mut t, mut used) = (0, 0);
+        let mut next = |c: &mut LimitController, limit, cpu_ms: u64, grants, late_ms: u64| {
+            used += cpu_ms * MS;
+            t += 20 * MS;
+            c.observe_queue();
+            for i in 0..grants {
+                c.observe_grant(if i % 2 == 0 { late_ms * MS } else { 0 });
+            }
+            c.decide(limit, t, Some(used))
+        };
+        assert!(matches!(next(&mut c, 4, 20, 10, 0), Decision::Raise(_))); // idle CPUs
+        assert_eq!(next(&mut c, 8, 40, 4000, 0), Decision::Raise(10)); // hand-off bound
+        assert_eq!(next(&mut c, 10, 40, 10, 5), Decision::Cut(8)); // late while busy
+        assert_eq!(next(&mut c, 8, 40, 10, 0), Decision::Cut(7)); // busy: decay by one
+        assert_eq!(next(&mut c, 7, 39, 10, 0), Decision::Hold); // dead band
+        let r = c.reasons();
+        assert_eq!(
+            r,
+            LimitReasons {
+                windows: 5,
+                idle_cpu: 1,
+                handoff: 1,
+                blind: 0,
+                late: 1,
+                busy: 1,
+                bounds: 0,
+            }
+        );
+        assert_eq!(
+            r.idle_cpu + r.handoff + r.blind + r.late + r.busy + r.bounds,
+            c.raises() + c.cuts()
+        );
+        // An operator's limit below the bounds (2 CPUs) comes back up, counted as such, even
+        // in a window whose rule would lower it.
+        assert_eq!(next(&mut c, 1, 40, 10, 0), Decision::Raise(2));
+        assert_eq!(c.reasons().bounds, 1);
+        assert_eq!(
+            c.reasons().since(&r),
+            LimitReasons {
+                windows: 1,
+                bounds: 1,
+                ..LimitReasons::default()
+            }
+        );
     }
 
     #[test]
