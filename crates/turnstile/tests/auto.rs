@@ -178,6 +178,15 @@ fn a_stall_where_every_holder_blocks_undeclared_is_broken_by_the_stall_check_and
     let a = g.stats().auto.unwrap();
     assert!(a.stall_ticks >= 1, "{a:?}");
     assert!(a.limit_raises >= 1 && g.limit() >= 2, "{a:?}");
+    // The stall's raise is counted under a rule (idle CPUs, or no CPU reading yet), and the
+    // reasons account for every move.
+    let r = a.limit_reasons;
+    assert!(r.windows >= 1 && r.idle_cpu + r.blind >= 1, "{a:?}");
+    assert_eq!(
+        r.idle_cpu + r.handoff + r.blind + r.late + r.busy + r.bounds,
+        a.limit_raises + a.limit_cuts,
+        "{a:?}"
+    );
     drop(call);
     drop(st);
     tx.send(()).unwrap();

@@ -1278,7 +1278,8 @@ mod tests {
 
     #[test]
     fn each_move_of_the_limit_is_counted_under_the_rule_that_made_it() {
-        // Inputs as in the tests above; here the counts of why are asserted, window by window.
+        // The controller is time-free: the times and CPU readings are inputs it is given, not
+        // measured. Inputs as in the tests above; here the counts of why are asserted.
         let mut c = LimitController::new(2, 2, 64);
         c.decide(4, 0, Some(0));
         // One 20 ms window with threads queued: `cpu_ms` of CPU used on the 2 CPUs (40 = all
