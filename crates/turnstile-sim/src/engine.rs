@@ -414,9 +414,13 @@ impl Sim {
             // `auto` starts at, and never goes below, the simulated machine's CPUs, and its
             // controller reads the simulated busy time (not the host's).
             let cores = machine.cores;
-            let p = gate
-                .limit(cores.min(turnstile::MAX_LIMIT))
-                .auto_params_for(cores);
+            let p = auto::AutoParams {
+                // The simulated busy time is exact: no clock tick to wait out.
+                cpu_clock_lag: std::time::Duration::ZERO,
+                ..gate
+                    .limit(cores.min(turnstile::MAX_LIMIT))
+                    .auto_params_for(cores)
+            };
             Core::Auto(auto::AutoCore::new(p))
         } else {
             Core::new(&gate)

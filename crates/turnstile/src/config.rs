@@ -238,6 +238,7 @@ impl GateConfig {
             age_cap: self.age_cap,
             max_waiting: self.max_waiting,
             adaptive: self.adaptive_limit,
+            cpu_clock_lag: crate::policy::auto::CPU_CLOCK_LAG,
         }
     }
 

@@ -40,9 +40,11 @@
 //! | `turnstile_gate_limit_raises_idle_cpu_total` | counter | `gate` | `auto`: [`crate::LimitReasons::idle_cpu`] |
 //! | `turnstile_gate_limit_raises_handoff_total` | counter | `gate` | `auto`: [`crate::LimitReasons::handoff`] |
 //! | `turnstile_gate_limit_raises_blind_total` | counter | `gate` | `auto`: [`crate::LimitReasons::blind`] |
+//! | `turnstile_gate_limit_raises_drain_total` | counter | `gate` | `auto`: [`crate::LimitReasons::drain`] |
 //! | `turnstile_gate_limit_cuts_late_total` | counter | `gate` | `auto`: [`crate::LimitReasons::late`] |
 //! | `turnstile_gate_limit_cuts_busy_total` | counter | `gate` | `auto`: [`crate::LimitReasons::busy`] |
 //! | `turnstile_gate_limit_bounds_total` | counter | `gate` | `auto`: [`crate::LimitReasons::bounds`] |
+//! | `turnstile_gate_limit_deferred_total` | counter | `gate` | `auto`: [`crate::LimitReasons::deferred`] (windows whose CPU reading was too short to decide) |
 //! | `turnstile_gate_stall_checks_total` | counter | `gate` | `auto`: [`crate::AutoStats::stall_ticks`] |
 //! | `turnstile_gate_overload_rejections_total` | counter | `gate` | `auto`: [`crate::AutoStats::rejections`] |
 //! | `turnstile_gate_queued` | gauge | `gate` | [`GateStats::queued`] |
@@ -364,6 +366,11 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.blind)),
     ),
     counter(
+        "turnstile_gate_limit_raises_drain_total",
+        "auto: raises that admitted every waiter (CPUs busy, grants prompt, a queue within the limit costing hand-offs).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.drain)),
+    ),
+    counter(
         "turnstile_gate_limit_cuts_late_total",
         "auto: cuts because grantees started late while the CPUs were busy.",
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.late)),
@@ -377,6 +384,11 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
         "turnstile_gate_limit_bounds_total",
         "auto: moves back within the controller's bounds after an operator's limit outside them.",
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.bounds)),
+    ),
+    counter(
+        "turnstile_gate_limit_deferred_total",
+        "auto: windows whose CPU reading could not yet tell the CPU use from the clock's error; the reading went on.",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.deferred)),
     ),
     counter(
         "turnstile_gate_stall_checks_total",

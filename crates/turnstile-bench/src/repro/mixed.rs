@@ -476,8 +476,8 @@ pub fn markdown(r: &MixedReport) -> String {
             },
             match x.limit_reasons {
                 Some(r) => format!(
-                    "{} windows: idle {}, hand-off {}, late {}, busy {}",
-                    r.windows, r.idle_cpu, r.handoff, r.late, r.busy
+                    "{} windows: idle {}, hand-off {}, drain {}, late {}, busy {}, read on {}",
+                    r.windows, r.idle_cpu, r.handoff, r.drain, r.late, r.busy, r.deferred
                 ),
                 None => "–".into(),
             }

@@ -93,6 +93,21 @@ pub const STALL_PERIOD: Duration = Duration::from_millis(200);
 /// not a trend.
 pub const CONTROL_WINDOW: Duration = Duration::from_millis(20);
 
+/// How far the process's CPU clock may lag behind, per CPU other than the reader's: one
+/// scheduler tick. `CLOCK_PROCESS_CPUTIME_ID` adds a thread's running time when it is switched
+/// out or at its CPU's tick, so a thread running on another CPU is counted up to a tick late
+/// (4 ms at the 250 Hz of Debian's and the development VM's kernels; 1 ms at 1000 Hz, where
+/// this bound is merely cautious). Measured on the development VM: 20 ms windows on 2 CPUs
+/// read CPU use from 0.79 to 1.04 at a steady load (±10 % = one 4 ms tick over 40 ms of CPU
+/// time), wider than the controller's 3-point dead band.
+pub const CPU_CLOCK_LAG: Duration = Duration::from_millis(4);
+
+/// The longest reading the controller waits for when a shorter one cannot tell which side of
+/// its dead band the CPU use is on. 200 ms (ten windows): with [`CPU_CLOCK_LAG`] on 2 CPUs the
+/// error is then ±1 %, inside the 3-point band; the decision is made on the reading as it
+/// stands.
+pub const MAX_READING: Duration = Duration::from_millis(200);
+
 /// A grantee that starts running more than this after its hand-off was late: its CPU was busy.
 /// CockroachDB's elastic admission targets a p99 scheduler latency of 1 ms.
 pub const LATE_GRANT: Duration = Duration::from_millis(1);
@@ -116,6 +131,10 @@ pub struct AutoParams {
     pub max_waiting: u32,
     /// Let the controller move the limit (`false`: the limit stays where it is set).
     pub adaptive: bool,
+    /// How far the CPU reading the controller is given may lag, per CPU other than the
+    /// reader's ([`CPU_CLOCK_LAG`] for the process CPU clock; zero for an exact reading, as
+    /// the simulator's).
+    pub cpu_clock_lag: Duration,
 }
 
 /// Why an enter was refused ([`Step::Reject`]).
@@ -153,47 +172,78 @@ pub enum Decision {
 /// time and the CPU time the process has used so far (if it can measure it); it answers with
 /// a decision.
 ///
-/// Per window (only windows in which threads queued: with nobody waiting the limit binds
-/// nobody and nothing is learnt):
-/// * **late** (more than an eighth of the grants started over [`LATE_GRANT`] after their
-///   hand-off) while the CPUs are busy (`u` ≥ 0.95, or not measured): the CPUs are
-///   oversubscribed; cut by a quarter.
-/// * else, with the process's CPU use measured as `u` (busy fraction of the CPUs it may use):
-///   `u` < 0.95: slots are held by threads not using a CPU (undeclared waits, wake-ups);
-///   raise, by up to half the gap `limit × (0.97 / u − 1)` (at least 1, at most doubling);
-///   `u` ≥ 0.98 and the limit above the CPU count: every CPU is busy and slots past the
-///   CPUs only add preemption; lower by 1. In between: hold (the dead band is the
-///   hysteresis).
-/// * **hand-off bound** first: with the CPUs busy (`u` ≥ 0.95), a window whose CPU time per
-///   hand-off is under 2 × [`HANDOFF_CPU`] spent at least half its CPU handing slots over
-///   (statements shorter than a wake-up: `repro pileup`'s 1 µs queries made 200,000
+/// It decides at the end of a window (only windows in which threads queued: with nobody
+/// waiting the limit binds nobody and nothing is learnt), on a **reading** that began at its
+/// last decision and may span several windows. `u` is the process's CPU use over the reading
+/// (the busy fraction of the CPUs it may use) and `±e` its error: the CPU clock may lag by up
+/// to [`CPU_CLOCK_LAG`] for each CPU but the reader's, at either end, so a 20 ms reading on 2
+/// CPUs is good to ±10 %, a 200 ms one to ±1 %. A rule fires only when the whole interval
+/// `u ± e` is on its side of a threshold; when none can, the reading goes on into the next
+/// window (counted as *deferred*), up to [`MAX_READING`], where `u` decides as it stands.
+/// With an exact reading (`e` = 0, the simulator's) every window decides. Without this, the
+/// tick's noise alone moved the limit: `repro mixed` saw it random-walk between 4 and 13.
+/// The rules, first match wins:
+/// * **hand-off bound**: unless the CPUs are surely idle (`u + e` < 0.95), a reading whose CPU
+///   time per hand-off is under 2 × [`HANDOFF_CPU`] spent at least half its CPU handing slots
+///   over (statements shorter than a wake-up: `repro pileup`'s 1 µs queries made 200,000
 ///   hand-offs a second at a limit of 5–9). More slots mean fewer hand-offs, and the CPUs
 ///   stay busy either way: raise by a quarter (at least 1). The CPU reading cannot tell
 ///   hand-off overhead from work, so without this rule the decay below held such a limit
 ///   down.
+/// * **late** (more than an eighth of the grants started over [`LATE_GRANT`] after their
+///   hand-off) while the CPUs are surely busy (`u − e` ≥ 0.95, or not measured): the CPUs
+///   are oversubscribed; cut by a quarter.
+/// * **idle** (`u + e` < 0.95): slots are held by threads not using a CPU (undeclared
+///   waits, wake-ups); raise, by up to half the gap `limit × (0.97 / u − 1)` (at least 1, at
+///   most doubling).
+/// * **drain**: the CPUs not surely idle, no more than an eighth of the grants late, at most
+///   `limit` threads waiting at once in the window, and the reading's hand-offs (at
+///   [`HANDOFF_CPU`] each) over 5 % of its CPU time (the share the 95 % mark already counts as
+///   waste): every waiter fits in at most twice the limit, and the queue only costs
+///   hand-offs. Raise by the number waiting. This is the load whose slot holders
+///   block in waits nobody declared: `bench gate --block-us 200`'s 64 threads, each sleeping
+///   200 µs ten times inside its slot, kept the CPUs 97–99 % busy at a limit of 32–35 with
+///   11,000 hand-offs a second, 86–89 % of an ungated run's throughput. A queue longer than
+///   the limit (OLTP's hundreds of clients, `repro mixed`'s 16 sessions beside its scans) is
+///   the CPUs' queue and stays; late grants say the CPUs are oversubscribed.
+/// * **busy** (`u − e` ≥ 0.98) with the limit above the CPU count: every CPU is busy and
+///   slots past the CPUs only add preemption; lower by 1.
+/// * surely inside the dead band 0.95–0.98 (or surely not idle at the CPU count), without
+///   late grants: hold (the dead band is the hysteresis). Anything else: read on.
 /// * Without a CPU measurement (off Linux, or the first window), prompt grants or a stall in
 ///   a window raise by 1 and late grants cut.
+///
+/// A stall (a waiter saw no slot move for [`STALL_PERIOD`]) decides at once on the reading
+/// as it stands.
 #[derive(Debug, Clone)]
 pub struct LimitController {
     cpus: u32,
     min: u32,
     max: u32,
+    /// Grants and late grants over the reading.
     grants: u32,
     late: u32,
+    /// Threads queued during this window.
     queued_seen: bool,
+    /// The most threads waiting at once (not yet handed a slot) in this window, if known.
+    waiting: Option<u32>,
     /// A stall check ran in this window.
     stalled: bool,
     window_start_ns: u64,
-    /// The CPU reading at the window's start.
-    cpu_start_ns: Option<u64>,
-    /// Its decisions, counted. Boxed: touched once a window, they should not make every
-    /// policy's core (an enum sized by its largest variant) larger.
+    /// What is touched once a window. Boxed: it should not make every policy's core (an
+    /// enum sized by its largest variant) larger.
     tally: Box<Tally>,
 }
 
-/// The controller's decisions, for monitoring.
+/// The controller's reading and its decisions, counted for monitoring.
 #[derive(Debug, Clone, Default)]
 struct Tally {
+    /// Where the reading began (the last decision that was not deferred).
+    reading_start_ns: u64,
+    /// The CPU reading at the reading's start.
+    cpu_start_ns: Option<u64>,
+    /// [`CPU_CLOCK_LAG`], or zero for an exact reading.
+    cpu_lag_ns: u64,
     raises: u64,
     cuts: u64,
     reasons: LimitReasons,
@@ -202,7 +252,7 @@ struct Tally {
 /// Why the controller moved the limit, window by window: each raise and cut is counted once,
 /// under the rule that made it (their sum is `raises + cuts`), and `windows` counts every
 /// window in which threads queued, including those that left the limit where it was
-/// (inside the dead band, or at a bound).
+/// (inside the dead band, at a bound, or `deferred` for a longer reading).
 /// An operator who sees the limit climb reads here which signal drove it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -217,6 +267,9 @@ pub struct LimitReasons {
     /// Raised without a CPU reading (off Linux, the first window): after prompt grants or a
     /// stall.
     pub blind: u64,
+    /// Raised to admit every waiter: the CPUs were not idle, grantees ran promptly, the
+    /// queue was no longer than the limit, and its hand-offs took over 5 % of the CPU.
+    pub drain: u64,
     /// Cut by a quarter: grantees started late while the CPUs were busy.
     pub late: u64,
     /// Lowered by one: every CPU busy with the limit above the CPU count.
@@ -224,6 +277,10 @@ pub struct LimitReasons {
     /// Brought back within the controller's bounds (the CPUs … the maximum) after an
     /// operator set a limit outside them.
     pub bounds: u64,
+    /// Windows whose CPU reading could not yet tell which side of a threshold the CPU use
+    /// was on (its error, from [`CPU_CLOCK_LAG`], straddled it): the reading went on into the
+    /// next window. Not a move.
+    pub deferred: u64,
 }
 
 impl LimitReasons {
@@ -234,9 +291,11 @@ impl LimitReasons {
             idle_cpu: self.idle_cpu.saturating_sub(earlier.idle_cpu),
             handoff: self.handoff.saturating_sub(earlier.handoff),
             blind: self.blind.saturating_sub(earlier.blind),
+            drain: self.drain.saturating_sub(earlier.drain),
             late: self.late.saturating_sub(earlier.late),
             busy: self.busy.saturating_sub(earlier.busy),
             bounds: self.bounds.saturating_sub(earlier.bounds),
+            deferred: self.deferred.saturating_sub(earlier.deferred),
         }
     }
 }
@@ -255,8 +314,16 @@ const U_HIGH: f64 = 0.98;
 /// The target the raise aims for, between the two.
 const U_TARGET: f64 = 0.97;
 
+/// What a rule makes of a reading: move (or hold) and start a new reading, or read on.
+enum Rule {
+    /// The new limit, and the counter its move lands in.
+    Set(u32, fn(&mut LimitReasons) -> &mut u64),
+    Defer,
+}
+
 impl LimitController {
-    /// A controller for `cpus` CPUs, bounded to `min..=max`.
+    /// A controller for `cpus` CPUs, bounded to `min..=max`, given exact CPU readings (see
+    /// [`LimitController::with_cpu_lag`]).
     pub fn new(cpus: u32, min: u32, max: u32) -> Self {
         LimitController {
             cpus: cpus.max(1),
@@ -265,11 +332,18 @@ impl LimitController {
             grants: 0,
             late: 0,
             queued_seen: false,
+            waiting: None,
             stalled: false,
             window_start_ns: 0,
-            cpu_start_ns: None,
             tally: Box::default(),
         }
+    }
+
+    /// The CPU readings it is given may lag by up to `lag` per CPU other than the reader's
+    /// ([`CPU_CLOCK_LAG`] for the process CPU clock).
+    pub fn with_cpu_lag(mut self, lag: Duration) -> Self {
+        self.tally.cpu_lag_ns = lag.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self
     }
 
     /// Times it raised the limit.
@@ -300,6 +374,12 @@ impl LimitController {
         self.queued_seen = true;
     }
 
+    /// `n` threads wait for a slot (not yet handed one) now. The drain rule admits the
+    /// most that waited at once in a window; unknown unless observed.
+    pub fn observe_waiting(&mut self, n: u32) {
+        self.waiting = Some(self.waiting.map_or(n, |w| w.max(n)));
+    }
+
     /// A waiter saw no slot move for a stall period.
     pub fn observe_stall(&mut self) {
         self.queued_seen = true;
@@ -311,79 +391,117 @@ impl LimitController {
         now_ns.saturating_sub(self.window_start_ns) >= CONTROL_WINDOW.as_nanos() as u64
     }
 
+    /// Starts a new reading at `now_ns`.
+    fn restart(&mut self, now_ns: u64, cpu_ns: Option<u64>) {
+        self.grants = 0;
+        self.late = 0;
+        self.tally.reading_start_ns = now_ns;
+        self.tally.cpu_start_ns = cpu_ns;
+    }
+
     /// Ends the window at `now_ns`, with the process's CPU time so far `cpu_ns` (`None`: not
     /// measurable), and decides the limit that follows `limit`.
     pub fn decide(&mut self, limit: u32, now_ns: u64, cpu_ns: Option<u64>) -> Decision {
-        let (grants, late, queued) = (self.grants, self.late, self.queued_seen);
+        let queued = std::mem::take(&mut self.queued_seen);
         let stalled = std::mem::take(&mut self.stalled);
-        let wall_ns = now_ns.saturating_sub(self.window_start_ns);
-        let used = match (cpu_ns, self.cpu_start_ns) {
-            (Some(now), Some(start)) if wall_ns > 0 => Some(now.saturating_sub(start)),
-            _ => None,
-        };
-        self.grants = 0;
-        self.late = 0;
-        self.queued_seen = false;
+        let waiting = self.waiting.take();
         self.window_start_ns = now_ns;
-        self.cpu_start_ns = cpu_ns;
         if !queued || limit == 0 {
+            self.restart(now_ns, cpu_ns);
             return Decision::Hold;
         }
-        let u = used.map(|cpu| cpu as f64 / (wall_ns as f64 * self.cpus as f64));
-        let handoff_bound = match (used, u) {
-            (Some(cpu), Some(u)) if grants > 0 && u >= U_LOW => {
-                cpu / u64::from(grants) < 2 * HANDOFF_CPU.as_nanos() as u64
-            }
-            _ => false,
+        let (grants, late) = (self.grants, self.late);
+        let span_ns = now_ns.saturating_sub(self.tally.reading_start_ns);
+        let used = match (cpu_ns, self.tally.cpu_start_ns) {
+            (Some(now), Some(start)) if span_ns > 0 => Some(now.saturating_sub(start)),
+            _ => None,
         };
-        // Late grants mean oversubscribed CPUs only while the CPUs are busy: with idle CPUs
-        // in the window they were bursts (measured: cutting on them anyway held the limit at
-        // 35-40 on `bench gate --block-us 200` with 64 threads, 81-86 % of the best fixed
-        // limit's throughput, with the CPUs 93 % busy).
-        let late_and_busy = grants > 0 && late * 8 > grants && !matches!(u, Some(u) if u < U_LOW);
-        let tally = &mut *self.tally;
-        let r = &mut tally.reasons;
-        r.windows += 1;
-        // The rule that decides, and the counter its decision lands in if it moves the limit.
-        let (new, reason) = if handoff_bound {
-            (limit + (limit / 4).max(1), &mut r.handoff)
-        } else if late_and_busy {
-            (
-                (limit - limit / 4).min(limit.saturating_sub(1)),
-                &mut r.late,
-            )
+        let capacity_ns = span_ns as f64 * self.cpus as f64;
+        let u = used.map(|cpu| cpu as f64 / capacity_ns);
+        // The reading's error; none once it is as long as the controller waits, or when a
+        // stall asks for a decision now.
+        let e = if stalled || span_ns >= MAX_READING.as_nanos() as u64 {
+            0.0
         } else {
-            match u {
-                Some(u) if u < U_LOW => {
-                    let gap = limit as f64 * (U_TARGET / u.max(0.01) - 1.0) / 2.0;
-                    (limit + (gap as u32).clamp(1, limit), &mut r.idle_cpu)
-                }
-                Some(u) if u >= U_HIGH && limit > self.cpus => (limit - 1, &mut r.busy),
-                Some(_) => (limit, &mut r.busy),
-                // Without a CPU reading: one more slot after prompt grants, or after a stall
-                // (MariaDB's thread pool adds a worker per stall).
-                None if grants > 0 || stalled => (limit + 1, &mut r.blind),
-                None => (limit, &mut r.blind),
-            }
+            self.tally.cpu_lag_ns as f64 * f64::from(self.cpus - 1) / capacity_ns
         };
+        let late_signal = grants > 0 && late * 8 > grants;
+        let rule = match (used, u) {
+            (Some(cpu), Some(u)) => {
+                let (lo, hi) = (u - e, u + e);
+                let handoff_bound = grants > 0
+                    && hi >= U_LOW
+                    && cpu / u64::from(grants) < 2 * HANDOFF_CPU.as_nanos() as u64;
+                if handoff_bound {
+                    Rule::Set(limit + (limit / 4).max(1), |r| &mut r.handoff)
+                } else if late_signal && lo >= U_LOW {
+                    // Late grants mean oversubscribed CPUs only while the CPUs are busy: with
+                    // idle CPUs in the reading they were bursts (measured: cutting on them
+                    // anyway held the limit at 35-40 on `bench gate --block-us 200` with 64
+                    // threads, 81-86 % of the best fixed limit's throughput, with the CPUs
+                    // 93 % busy).
+                    Rule::Set((limit - limit / 4).min(limit.saturating_sub(1)), |r| {
+                        &mut r.late
+                    })
+                } else if hi < U_LOW {
+                    let gap = limit as f64 * (U_TARGET / u.max(0.01) - 1.0) / 2.0;
+                    Rule::Set(limit + (gap as u32).clamp(1, limit), |r| &mut r.idle_cpu)
+                } else if let Some(n) = waiting.filter(|&n| {
+                    n > 0
+                        && n <= limit
+                        && !late_signal
+                        && u64::from(grants) * HANDOFF_CPU.as_nanos() as u64
+                            >= ((1.0 - U_LOW) * cpu as f64) as u64
+                }) {
+                    Rule::Set(limit + n.min(limit), |r| &mut r.drain)
+                } else if late_signal {
+                    // Late grants, and the CPUs perhaps idle: read on.
+                    Rule::Defer
+                } else if lo >= U_HIGH && limit > self.cpus {
+                    Rule::Set(limit - 1, |r| &mut r.busy)
+                } else if lo >= U_LOW && (hi < U_HIGH || limit <= self.cpus) {
+                    Rule::Set(limit, |r| &mut r.busy)
+                } else {
+                    Rule::Defer
+                }
+            }
+            // Without a CPU reading: one more slot after prompt grants, or after a stall
+            // (MariaDB's thread pool adds a worker per stall); a cut after late grants.
+            _ if late_signal => Rule::Set((limit - limit / 4).min(limit.saturating_sub(1)), |r| {
+                &mut r.late
+            }),
+            _ if grants > 0 || stalled => Rule::Set(limit + 1, |r| &mut r.blind),
+            _ => Rule::Set(limit, |r| &mut r.blind),
+        };
+        let tally = &mut *self.tally;
+        tally.reasons.windows += 1;
+        let (new, reason) = match rule {
+            Rule::Defer => {
+                tally.reasons.deferred += 1;
+                return Decision::Hold;
+            }
+            Rule::Set(new, reason) => (new, reason),
+        };
+        self.restart(now_ns, cpu_ns);
         let clamped = new.clamp(self.min, self.max);
         // A limit an operator set outside the bounds is brought back whatever the rule said.
-        let reason = if clamped != new && clamped.cmp(&limit) != new.cmp(&limit) {
-            &mut r.bounds
-        } else {
-            reason
-        };
-        let new = clamped;
-        match new.cmp(&limit) {
+        let reason: fn(&mut LimitReasons) -> &mut u64 =
+            if clamped != new && clamped.cmp(&limit) != new.cmp(&limit) {
+                |r| &mut r.bounds
+            } else {
+                reason
+            };
+        let tally = &mut *self.tally;
+        match clamped.cmp(&limit) {
             std::cmp::Ordering::Greater => {
-                *reason += 1;
+                *reason(&mut tally.reasons) += 1;
                 tally.raises += 1;
-                Decision::Raise(new)
+                Decision::Raise(clamped)
             }
             std::cmp::Ordering::Less => {
-                *reason += 1;
+                *reason(&mut tally.reasons) += 1;
                 tally.cuts += 1;
-                Decision::Cut(new)
+                Decision::Cut(clamped)
             }
             std::cmp::Ordering::Equal => Decision::Hold,
         }
@@ -505,7 +623,8 @@ impl<W: Clone> AutoCore<W> {
                 prio: 0,
                 starving: false,
                 last_progress_ns: 0,
-                controller: LimitController::new(p.cpus, p.min_limit, p.max_limit),
+                controller: LimitController::new(p.cpus, p.min_limit, p.max_limit)
+                    .with_cpu_lag(p.cpu_clock_lag),
                 stall_ticks: 0,
                 rejections: 0,
                 age_handoffs: 0,
@@ -707,6 +826,8 @@ impl<W: Clone> AutoCore<W> {
         self.appoint_watch(&mut q, id, may_watch);
         q.prio += at.holds_locks as u32;
         q.controller.observe_queue();
+        let waiting = (q.waiters.len() as u32).saturating_sub(q.pending);
+        q.controller.observe_waiting(waiting);
         on_queue();
         Step::Wait(id)
     }
@@ -735,6 +856,8 @@ impl<W: Clone> AutoCore<W> {
         // It waited its turn before the wait it comes back from.
         let id = self.queue_at_head(&mut q, waiter);
         q.controller.observe_queue();
+        let waiting = (q.waiters.len() as u32).saturating_sub(q.pending);
+        q.controller.observe_waiting(waiting);
         on_queue();
         Step::Wait(id)
     }
@@ -904,6 +1027,9 @@ impl<W: Clone> AutoCore<W> {
             return;
         }
         let limit = self.slots.limit();
+        // Waiters not yet handed a slot (the released ones are no longer counted).
+        let waiting = (q.waiters.len() as u32).saturating_sub(q.pending);
+        q.controller.observe_waiting(waiting);
         match q.controller.decide(limit, now, cpu_ns()) {
             Decision::Hold => {}
             Decision::Cut(n) => {
@@ -1066,6 +1192,7 @@ mod tests {
             age_cap: Duration::from_millis(5),
             max_waiting: 0,
             adaptive: false,
+            cpu_clock_lag: Duration::ZERO,
         }
     }
 
@@ -1307,13 +1434,15 @@ mod tests {
                 idle_cpu: 1,
                 handoff: 1,
                 blind: 0,
+                drain: 0,
                 late: 1,
                 busy: 1,
                 bounds: 0,
+                deferred: 0,
             }
         );
         assert_eq!(
-            r.idle_cpu + r.handoff + r.blind + r.late + r.busy + r.bounds,
+            r.idle_cpu + r.handoff + r.blind + r.drain + r.late + r.busy + r.bounds,
             c.raises() + c.cuts()
         );
         // An operator's limit below the bounds (2 CPUs) comes back up, counted as such, even
@@ -1394,6 +1523,144 @@ mod tests {
         );
         c.observe_queue();
         assert_eq!(c.decide(3, 60 * MS, Some(0)), Decision::Hold);
+    }
+
+    /// Feeds `c` one 20 ms window with threads queued, `cpu_ms` of CPU used in it on its
+    /// CPUs and `grants` hand-offs of which every other starts `late_ms` late; the times and
+    /// CPU readings are inputs the time-free controller is given, not measurements.
+    fn window(
+        c: &mut LimitController,
+        clock: &mut (u64, u64),
+        limit: u32,
+        cpu_us: u64,
+        grants: u32,
+        late_ms: u64,
+    ) -> Decision {
+        clock.0 += 20 * MS;
+        clock.1 += cpu_us * 1_000;
+        c.observe_queue();
+        for i in 0..grants {
+            c.observe_grant(if i % 2 == 0 { late_ms * MS } else { 0 });
+        }
+        c.decide(limit, clock.0, Some(clock.1))
+    }
+
+    #[test]
+    fn a_cpu_reading_within_the_clock_lag_of_a_threshold_reads_on_until_it_can_tell() {
+        // 2 CPUs at 91 % (36.4 ms of CPU per 20 ms window), below the 95 % mark. With a 4 ms
+        // lag, one window reads 0.91 ± 0.10 and two 0.91 ± 0.05: either might be busy CPUs
+        // read low, so the controller reads on; three read 0.91 ± 0.033, surely idle: raise.
+        let mut c = LimitController::new(2, 2, 64).with_cpu_lag(CPU_CLOCK_LAG);
+        c.decide(8, 0, Some(0));
+        let mut clock = (0, 0);
+        assert_eq!(window(&mut c, &mut clock, 8, 36_400, 10, 0), Decision::Hold);
+        assert_eq!(window(&mut c, &mut clock, 8, 36_400, 10, 0), Decision::Hold);
+        assert_eq!(
+            window(&mut c, &mut clock, 8, 36_400, 10, 0),
+            Decision::Raise(9)
+        );
+        assert_eq!(
+            c.reasons(),
+            LimitReasons {
+                windows: 3,
+                idle_cpu: 1,
+                deferred: 2,
+                ..LimitReasons::default()
+            }
+        );
+        // A new reading began at the raise: the next window is short again.
+        assert_eq!(window(&mut c, &mut clock, 9, 36_400, 10, 0), Decision::Hold);
+        assert_eq!(c.reasons().deferred, 3);
+        // The same load read exactly (the simulator's reading) decides in its first window.
+        let mut exact = LimitController::new(2, 2, 64);
+        exact.decide(8, 0, Some(0));
+        let mut clock = (0, 0);
+        assert_eq!(
+            window(&mut exact, &mut clock, 8, 36_400, 10, 0),
+            Decision::Raise(9)
+        );
+    }
+
+    #[test]
+    fn a_reading_that_stays_unclear_decides_on_its_value_at_the_longest_reading() {
+        // 96 % busy with late grants: 0.96 is over the 95 % mark, but not by more than the
+        // error until the reading spans 200 ms; there the late grants cut by a quarter.
+        let mut c = LimitController::new(2, 2, 64).with_cpu_lag(CPU_CLOCK_LAG);
+        c.decide(8, 0, Some(0));
+        let mut clock = (0, 0);
+        let windows = (MAX_READING.as_nanos() / CONTROL_WINDOW.as_nanos()) as u64;
+        for _ in 1..windows {
+            assert_eq!(window(&mut c, &mut clock, 8, 38_400, 10, 5), Decision::Hold);
+        }
+        assert_eq!(
+            window(&mut c, &mut clock, 8, 38_400, 10, 5),
+            Decision::Cut(6)
+        );
+        let r = c.reasons();
+        assert_eq!((r.windows, r.deferred, r.late), (windows, windows - 1, 1));
+    }
+
+    #[test]
+    fn a_stall_or_a_window_without_waiters_ends_the_reading() {
+        let mut c = LimitController::new(2, 2, 64).with_cpu_lag(CPU_CLOCK_LAG);
+        c.decide(8, 0, Some(0));
+        let mut clock = (0, 0);
+        assert_eq!(window(&mut c, &mut clock, 8, 36_000, 10, 0), Decision::Hold);
+        // Nobody queued in the next window: nothing learnt, and a new reading begins.
+        clock.0 += 20 * MS;
+        clock.1 += 40 * MS;
+        assert_eq!(c.decide(8, clock.0, Some(clock.1)), Decision::Hold);
+        assert_eq!(window(&mut c, &mut clock, 8, 36_000, 10, 0), Decision::Hold);
+        assert_eq!(c.reasons().deferred, 2, "the reading restarted");
+        // A stall decides on the reading as it stands: 0.90 over 40 ms, idle.
+        c.observe_stall();
+        clock.0 += 20 * MS;
+        clock.1 += 36 * MS;
+        assert_eq!(c.decide(8, clock.0, Some(clock.1)), Decision::Raise(9));
+    }
+
+    #[test]
+    fn busy_cpus_with_prompt_grants_and_a_queue_the_limit_could_hold_admit_the_queue() {
+        // 2 CPUs all busy (40 ms of CPU in a 20 ms window), limit 32, 200 hand-offs (5 ms of
+        // hand-off CPU at 25 µs each: 12.5 % of the CPU), read exactly. Inputs, not
+        // measurements: the time-free controller is given them.
+        let run = |waiting: Option<u32>, grants: u32, late_ms: u64| {
+            let mut c = LimitController::new(2, 2, 64);
+            c.decide(32, 0, Some(0));
+            c.observe_queue();
+            for i in 0..grants {
+                c.observe_grant(if i % 2 == 0 { late_ms * MS } else { 0 });
+            }
+            if let Some(n) = waiting {
+                c.observe_waiting(n);
+            }
+            (c.decide(32, 20 * MS, Some(40 * MS)), c.reasons())
+        };
+        // 20 waiting, all prompt: admit them all.
+        let (d, r) = run(Some(20), 200, 0);
+        assert_eq!(d, Decision::Raise(52));
+        assert_eq!((r.drain, r.busy), (1, 0));
+        // At most doubling.
+        assert_eq!(run(Some(32), 200, 0).0, Decision::Raise(64));
+        // A queue longer than the limit: the CPUs are the bottleneck, decay as before.
+        assert_eq!(run(Some(40), 200, 0).0, Decision::Cut(31));
+        // Late grants: the CPUs are oversubscribed, cut.
+        assert_eq!(run(Some(20), 200, 5).0, Decision::Cut(24));
+        // Hand-offs too few to matter (10: 0.6 % of the CPU).
+        assert_eq!(run(Some(20), 10, 0).0, Decision::Cut(31));
+        // Nobody waiting, or not known: nothing to admit.
+        assert_eq!(run(Some(0), 200, 0).0, Decision::Cut(31));
+        assert_eq!(run(None, 200, 0).0, Decision::Cut(31));
+        // The most that waited at once in the window counts, not the last count.
+        let mut c = LimitController::new(2, 2, 64);
+        c.decide(32, 0, Some(0));
+        c.observe_queue();
+        for _ in 0..200 {
+            c.observe_grant(0);
+        }
+        c.observe_waiting(40);
+        c.observe_waiting(10);
+        assert_eq!(c.decide(32, 20 * MS, Some(40 * MS)), Decision::Cut(31));
     }
 
     #[test]
