@@ -1525,9 +1525,10 @@ mod tests {
         assert_eq!(c.decide(3, 60 * MS, Some(0)), Decision::Hold);
     }
 
-    /// Feeds `c` one 20 ms window with threads queued, `cpu_ms` of CPU used in it on its
-    /// CPUs and `grants` hand-offs of which every other starts `late_ms` late; the times and
-    /// CPU readings are inputs the time-free controller is given, not measurements.
+    /// Feeds `c` one 20 ms window with threads queued, `cpu_us` of CPU used in it on its
+    /// CPUs and `grants` hand-offs of which every other starts `late_ms` late. No clock is
+    /// read: the times and CPU readings are synthetic inputs to the time-free controller, and
+    /// the tests that use this assert its decisions, never a duration.
     fn window(
         c: &mut LimitController,
         clock: &mut (u64, u64),
@@ -1602,6 +1603,7 @@ mod tests {
 
     #[test]
     fn a_stall_or_a_window_without_waiters_ends_the_reading() {
+        // Synthetic times and CPU readings (no clock is read); the decisions are asserted.
         let mut c = LimitController::new(2, 2, 64).with_cpu_lag(CPU_CLOCK_LAG);
         c.decide(8, 0, Some(0));
         let mut clock = (0, 0);
