@@ -58,19 +58,24 @@ use super::{dec, Admission, AdmittedBy, Attempt, Hold, HoldKind, Step, WaitId};
 use crate::monitor::StepOutReason;
 use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 
-/// How long an admission keeps its slot between calls. 2 ms, timed with a precise monotonic
-/// clock: every `auto` figure recorded until 2026-11-25 ran a "1 ms" quantum timed
-/// with the coarse clock, which moves once per scheduler tick (4 ms on the development VM's
-/// 250 Hz kernel), so the quantum really lasted 0–4 ms, 2 ms on average. Timed precisely,
-/// 1 ms cut `bench gate --block-us 200` (64 threads sleeping inside their slots) from
-/// 0.85–0.90 to 0.78–0.85 of polling's throughput, three pairs, from the extra hand-offs; 2 ms
-/// kept it (0.85–0.87 against 0.85–0.89) and `repro mixed` within its noise (15 runs with the
-/// coarse clock and 8 with the precise 2 ms, alternated: scans 2.3–4.6 × and 2.2–4.6 ×, point
-/// p99 1.02–1.28 ms and 1.02–1.75 ms, against the 2 ms asked for). It is of the order of the kernel's own slice
-/// (EEVDF's 0.75 ms × (1 + log2 CPUs): 1.5 ms on 2 CPUs, 3 ms on 8). Each quantum that ends
-/// with a waiter costs one hand-off (a wake-up, ~5–50 µs measured by `turnstile calibrate`),
-/// so 2 ms keeps that around 1 %.
-pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(2);
+/// How long an admission keeps its slot between calls: 10 ms, timed with a precise monotonic
+/// clock. What sets it is the way back: a statement that gives up its slot at the quantum's
+/// end queues behind the waiters already there, and newer waiters are served before it until
+/// the oldest passes the age cap ([`DEFAULT_AGE_CAP`], 1 ms), so a long statement loses at
+/// least an age cap each quantum. Ten age caps keep that loss near a tenth. With 2 ms (half of
+/// each quantum lost) `repro mixed`'s scans ran 3.8–4.7 × a lone scan; with 10 ms 2.2–2.9 ×
+/// (5 alternated pairs on the development VM, 2026-11-25; point p99 1.02–1.03 ms against
+/// 0.07–1.02 ms, max 12–23 ms against 11–77 ms). The cost is the worst wait of a short
+/// statement when every slot is held by a long one: a quantum. No other measured load lost:
+/// `bench gate --block-us 200` `auto` ÷ polling 0.945–0.987 against 0.940–0.980 (4 pairs),
+/// `repro oltp` at 256 and 1024 threads within the noise (3 pairs), and the simulator's
+/// `auto` at 8/16/32 cores 0.960–0.968 of the best peak against 0.954–0.961 (a 2.5 ms range
+/// statement no longer spans quanta). Of the order of SQL Server's scheduler quantum (4 ms)
+/// and CFS's scheduling period (6 ms × (1 + log2 CPUs), 24 ms from 8 CPUs); each quantum
+/// that ends with a waiter costs one hand-off (a wake-up, ~5–50 µs measured by `turnstile
+/// calibrate`), under 1 %. Until 2026-11-25 it was 2 ms (and before that a "1 ms" timed with
+/// the coarse clock, which moves once per 4 ms tick here, so 0–4 ms).
+pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(10);
 
 /// A waiter older than this is served oldest-first by direct hand-off, and no newcomer runs
 /// ahead of it. 1 ms: Go's mutex starvation threshold (it was also the quantum's nominal
