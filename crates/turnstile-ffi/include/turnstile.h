@@ -175,7 +175,7 @@ typedef struct {
     // grows to (default 150,000 µs; 0 = a fixed `sleep_delay_us`), at most 1,000,000.
     uint64_t adaptive_max_sleep_delay_us;
     // `auto`: the time a session may run per admission before it yields to a waiter,
-    // default 2,000 µs, 1..=1,000,000.
+    // default 10,000 µs, 1..=1,000,000.
     uint64_t quantum_us;
     // `auto`: past this age the oldest waiter is served before the newest, default
     // 1,000 µs, at most 1,000,000.

@@ -86,7 +86,10 @@ fn gate_options_build_every_policy_and_refuse_bad_sizes_and_settings() {
             (o.adaptive_limit, o.quantum_us, o.max_waiting),
             (1, quantum_us, 0)
         );
-        assert_eq!(quantum_us, 2000, "the header documents a 2,000 µs default");
+        assert_eq!(
+            quantum_us, 10_000,
+            "the header documents a 10,000 µs default"
+        );
 
         // auto with overload protection: one slot, nobody may queue.
         o.limit = 1;

@@ -81,6 +81,33 @@ pub(crate) fn process_cpu_ns() -> Option<u64> {
     None
 }
 
+/// One scheduler tick (1 / the kernel's `CONFIG_HZ`), as the kernel reports it: the
+/// resolution of the coarse monotonic clock, which moves once a tick (`clock_getres`; 4 ms on
+/// the development VM's 250 Hz kernel, 1 ms at 1000 Hz, 10 ms at 100 Hz). `auto`'s controller
+/// takes it as the process CPU clock's lag per CPU ([`crate::policy::auto::CPU_CLOCK_LAG`]
+/// is the fallback). `None` where it cannot be read or is not a tick the kernel offers
+/// (100–1000 Hz, read generously as 0.5–20 ms).
+#[cfg(all(target_os = "linux", not(loom)))]
+pub(crate) fn scheduler_tick() -> Option<std::time::Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec` for the duration of the call, and
+    // CLOCK_MONOTONIC_COARSE exists on every Linux since 2.6.32; the call only writes `ts`.
+    let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    let ns = (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64);
+    (rc == 0 && (500_000..=20_000_000).contains(&ns)).then(|| std::time::Duration::from_nanos(ns))
+}
+
+/// See the Linux version: unknown here (and under loom, whose models read no real clock).
+#[cfg(not(all(target_os = "linux", not(loom))))]
+pub(crate) fn scheduler_tick() -> Option<std::time::Duration> {
+    None
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     #[test]
@@ -91,6 +118,21 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_micros(200));
         let b = super::precise_ns();
         assert!(a > 0 && b > a, "{a} then {b}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_scheduler_tick_is_read_from_the_kernel_as_one_of_the_rates_it_offers() {
+        // A kernel fact, not a timing: CONFIG_HZ is 100, 250, 300 or 1000 on every kernel
+        // Linux builds, so the coarse clock's resolution is 10, 4, 3.33 or 1 ms.
+        let tick = super::scheduler_tick().expect("the coarse clock's resolution");
+        let hz = 1e9 / tick.as_nanos() as f64;
+        assert!(
+            [100.0, 250.0, 300.0, 1000.0]
+                .iter()
+                .any(|&k| (hz - k).abs() < 1.0),
+            "{tick:?} is {hz} Hz"
+        );
     }
 
     #[test]

@@ -238,7 +238,8 @@ impl GateConfig {
             age_cap: self.age_cap,
             max_waiting: self.max_waiting,
             adaptive: self.adaptive_limit,
-            cpu_clock_lag: crate::policy::auto::CPU_CLOCK_LAG,
+            cpu_clock_lag: crate::clock::scheduler_tick()
+                .unwrap_or(crate::policy::auto::CPU_CLOCK_LAG),
         }
     }
 

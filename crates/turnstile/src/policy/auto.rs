@@ -101,10 +101,13 @@ pub const CONTROL_WINDOW: Duration = Duration::from_millis(20);
 /// How far the process's CPU clock may lag behind, per CPU other than the reader's: one
 /// scheduler tick. `CLOCK_PROCESS_CPUTIME_ID` adds a thread's running time when it is switched
 /// out or at its CPU's tick, so a thread running on another CPU is counted up to a tick late
-/// (4 ms at the 250 Hz of Debian's and the development VM's kernels; 1 ms at 1000 Hz, where
-/// this bound is merely cautious). Measured on the development VM: 20 ms windows on 2 CPUs
-/// read CPU use from 0.79 to 1.04 at a steady load (±10 % = one 4 ms tick over 40 ms of CPU
-/// time), wider than the controller's 3-point dead band.
+/// (4 ms at the 250 Hz of Debian's and the development VM's kernels, 1 ms at 1000 Hz, 10 ms at
+/// 100 Hz). Measured on the development VM: 20 ms windows on 2 CPUs read CPU use from 0.79 to
+/// 1.04 at a steady load (±10 % = one 4 ms tick over 40 ms of CPU time), wider than the
+/// controller's 3-point dead band. A gate reads the tick from the kernel when it is built
+/// (the coarse clock's resolution, `clock::scheduler_tick`); this is the fallback where it
+/// cannot. (A CPU in `nohz_full` mode may skip ticks while it runs one thread; there the lag
+/// can be longer than a tick, and the controller trusts its readings too early.)
 pub const CPU_CLOCK_LAG: Duration = Duration::from_millis(4);
 
 /// The longest reading the controller waits for when a shorter one cannot tell which side of
@@ -137,8 +140,8 @@ pub struct AutoParams {
     /// Let the controller move the limit (`false`: the limit stays where it is set).
     pub adaptive: bool,
     /// How far the CPU reading the controller is given may lag, per CPU other than the
-    /// reader's ([`CPU_CLOCK_LAG`] for the process CPU clock; zero for an exact reading, as
-    /// the simulator's).
+    /// reader's (for the process CPU clock, one scheduler tick as the kernel reports it, else
+    /// [`CPU_CLOCK_LAG`]; zero for an exact reading, as the simulator's).
     pub cpu_clock_lag: Duration,
 }
 
