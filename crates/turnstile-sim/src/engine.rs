@@ -1384,13 +1384,17 @@ impl Sim {
                 }
                 Op::Exit | Op::EndStatement | Op::SendRow => {
                     let now = self.now;
-                    let waiters = match &self.gate {
-                        Core::Auto(c) => c.has_waiters(),
-                        _ => true,
-                    };
+                    let gate = &self.gate;
                     let t = &mut self.threads[tid as usize];
                     let leaves = t.hold.is_some()
-                        && (op != Op::Exit || !t.tickets.keeps_slot(|| now, || waiters));
+                        && (op != Op::Exit
+                            || !t.tickets.keeps_slot(
+                                || now,
+                                |start| match gate {
+                                    Core::Auto(c) => c.yields_quantum(start),
+                                    _ => true,
+                                },
+                            ));
                     if leaves {
                         if !self.gate_call(core, tid, GateAction::Exit) {
                             return;

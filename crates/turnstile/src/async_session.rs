@@ -269,10 +269,9 @@ impl AsyncSession {
     /// Exit after one call: keep the slot while tickets remain, otherwise leave.
     fn exit_call(&mut self) {
         let driver = &self.gate.driver;
-        if self
-            .tickets
-            .keeps_slot(crate::clock::precise_ns, || driver.has_waiters())
-        {
+        if self.tickets.keeps_slot(crate::clock::precise_ns, |start| {
+            driver.yields_quantum(start)
+        }) {
             self.sh.set_state(SessionState::DeclaredInside);
         } else {
             self.leave();

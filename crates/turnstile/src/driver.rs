@@ -34,6 +34,10 @@ pub(crate) struct Driver {
     lock_waits: AtomicU64,
 }
 
+// A gate holds exactly one `Cores`, so the largest variant's size costs one gate a few
+// hundred bytes; boxing `Auto` (the default policy) would add a pointer chase to every
+// admission's fast path, which reads its slots inline.
+#[allow(clippy::large_enum_variant)]
 enum Cores {
     Queue(Mutex<QueueCore<Arc<SessionShared>>>),
     Polling(PollingCore),
@@ -219,11 +223,12 @@ impl Driver {
         matches!(self.core, Cores::Auto(_))
     }
 
-    /// Whether anyone waits (read when an `auto` session's quantum is over).
-    #[inline]
-    pub(crate) fn has_waiters(&self) -> bool {
+    /// A holder's quantum (begun at `quantum_start_ns`) is over: whether it gives up its slot
+    /// (`auto`'s rule, [`crate::policy::auto::AutoCore::yields_quantum`]; the other policies
+    /// grant no quantum).
+    pub(crate) fn yields_quantum(&self, quantum_start_ns: u64) -> bool {
         match &self.core {
-            Cores::Auto(c) => c.has_waiters(),
+            Cores::Auto(c) => c.yields_quantum(quantum_start_ns),
             _ => true,
         }
     }

@@ -41,6 +41,7 @@
 //! | `turnstile_gate_limit_raises_handoff_total` | counter | `gate` | `auto`: [`crate::LimitReasons::handoff`] |
 //! | `turnstile_gate_limit_raises_blind_total` | counter | `gate` | `auto`: [`crate::LimitReasons::blind`] |
 //! | `turnstile_gate_limit_raises_drain_total` | counter | `gate` | `auto`: [`crate::LimitReasons::drain`] |
+//! | `turnstile_gate_limit_raises_lane_total` | counter | `gate` | `auto`: [`crate::LimitReasons::lane`] |
 //! | `turnstile_gate_limit_cuts_late_total` | counter | `gate` | `auto`: [`crate::LimitReasons::late`] |
 //! | `turnstile_gate_limit_cuts_busy_total` | counter | `gate` | `auto`: [`crate::LimitReasons::busy`] |
 //! | `turnstile_gate_limit_bounds_total` | counter | `gate` | `auto`: [`crate::LimitReasons::bounds`] |
@@ -369,6 +370,11 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
         "turnstile_gate_limit_raises_drain_total",
         "auto: raises that admitted every waiter (CPUs busy, grants prompt, a queue within the limit costing hand-offs).",
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.drain)),
+    ),
+    counter(
+        "turnstile_gate_limit_raises_lane_total",
+        "auto: raises to one slot past the CPUs while a long statement kept its slot beside short ones.",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.lane)),
     ),
     counter(
         "turnstile_gate_limit_cuts_late_total",

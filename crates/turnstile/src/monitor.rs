@@ -364,7 +364,7 @@ impl fmt::Display for GateSnapshot {
         if let Some(a) = &self.auto {
             writeln!(
                 f,
-                "auto: {} extra running, {} pending, {}; limit raised {} times (idle CPUs {}, hand-offs {}, unmeasured {}, queue admitted {}), cut {} times (late grants {}, busy CPUs {}), {} windows read on, {} stall checks, {} age hand-offs, {} refused",
+                "auto: {} extra running, {} pending, {}; limit raised {} times (idle CPUs {}, hand-offs {}, unmeasured {}, queue admitted {}, a lane beside long statements {}), cut {} times (late grants {}, busy CPUs {}), {} windows read on, {} stall checks, {} age hand-offs, {} refused",
                 a.extra,
                 a.pending,
                 if a.starving { "serving the oldest" } else { "hot first" },
@@ -373,6 +373,7 @@ impl fmt::Display for GateSnapshot {
                 a.limit_reasons.handoff,
                 a.limit_reasons.blind,
                 a.limit_reasons.drain,
+                a.limit_reasons.lane,
                 a.limit_cuts,
                 a.limit_reasons.late,
                 a.limit_reasons.busy,

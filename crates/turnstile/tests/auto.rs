@@ -183,7 +183,7 @@ fn a_stall_where_every_holder_blocks_undeclared_is_broken_by_the_stall_check_and
     let r = a.limit_reasons;
     assert!(r.windows >= 1 && r.idle_cpu + r.blind >= 1, "{a:?}");
     assert_eq!(
-        r.idle_cpu + r.handoff + r.blind + r.drain + r.late + r.busy + r.bounds,
+        r.idle_cpu + r.handoff + r.blind + r.drain + r.lane + r.late + r.busy + r.bounds,
         a.limit_raises + a.limit_cuts,
         "{a:?}"
     );

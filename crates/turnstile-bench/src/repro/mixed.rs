@@ -476,8 +476,8 @@ pub fn markdown(r: &MixedReport) -> String {
             },
             match x.limit_reasons {
                 Some(r) => format!(
-                    "{} windows: idle {}, hand-off {}, drain {}, late {}, busy {}, read on {}",
-                    r.windows, r.idle_cpu, r.handoff, r.drain, r.late, r.busy, r.deferred
+                    "{} windows: idle {}, hand-off {}, drain {}, lane {}, late {}, busy {}, read on {}",
+                    r.windows, r.idle_cpu, r.handoff, r.drain, r.lane, r.late, r.busy, r.deferred
                 ),
                 None => "–".into(),
             }

@@ -4,9 +4,11 @@
 //!
 //! * **A time quantum, not row tickets** (seed 000). An admission grants a quantum of time
 //!   ([`DEFAULT_QUANTUM`]); the session keeps its slot between calls until the quantum is
-//!   spent, then gives it up at its next exit if anyone waits (and renews it if nobody does).
-//!   A cheap row and an expensive one cost what they cost. The rule lives in
-//!   [`super::Tickets`], which both drivers use.
+//!   spent, then gives it up at its next exit if a waiter has waited since before the quantum
+//!   began, and otherwise renews it ([`AutoCore::yields_quantum`]): a long statement gives
+//!   way to waiters it locks out, not to those the other slots serve. A cheap row and an
+//!   expensive one cost what they cost. The rule lives in [`super::Tickets`], which both
+//!   drivers use.
 //! * **Free the slot for waits, not for work** (seeds 001 and 004). A step-out for a wait (row
 //!   lock, disk I/O, the commit) frees the slot; a step-out for work outside the engine
 //!   (sending a row, a file sort) keeps it while the quantum lasts ([`keeps_slot_across`]), so
@@ -23,7 +25,9 @@
 //! * **A limit that finds itself** ([`LimitController`]): starts at the CPUs the process may
 //!   use; each window it grows while threads queue yet the CPUs are not all busy, decays
 //!   towards the CPU count while they are all busy, and is cut by a quarter when grantees
-//!   run late while the CPUs are busy. The same rule, run by the one waiter that keeps the
+//!   run late while the CPUs are busy; while a long statement keeps its slot past its
+//!   quantum beside waiters, it keeps one slot past the CPUs for those that turn over. The
+//!   same rule, run by the one waiter that keeps the
 //!   stall watch when it finds no slot released for a stall period, is the stall detector:
 //!   slots held by threads that block where nobody declared a wait (seed 004's naive commit)
 //!   leave the CPUs idle, so the limit grows past them.
@@ -59,7 +63,10 @@ use crate::monitor::StepOutReason;
 use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 
 /// How long an admission keeps its slot between calls: 10 ms, timed with a precise monotonic
-/// clock. What sets it is the way back: a statement that gives up its slot at the quantum's
+/// clock. At its end the holder gives the slot up only to a waiter that queued before the
+/// quantum began ([`AutoCore::yields_quantum`], since 2026-11-26; before, to any waiter), so
+/// the quantum is also the longest a locked-out waiter waits for the next holder to look.
+/// What set 10 ms is the way back: a statement that gives up its slot at the quantum's
 /// end queues behind the waiters already there, and newer waiters are served before it until
 /// the oldest passes the age cap ([`DEFAULT_AGE_CAP`], 1 ms), so a long statement loses at
 /// least an age cap each quantum. Ten age caps keep that loss near a tenth. With 2 ms (half of
@@ -216,6 +223,19 @@ pub enum Decision {
 ///   the CPUs' queue and stays; late grants say the CPUs are oversubscribed.
 /// * **busy** (`u − e` ≥ 0.98) with the limit above the CPU count: every CPU is busy and
 ///   slots past the CPUs only add preemption; lower by 1.
+/// * **lane**: while a holder keeps its slot past its quantum beside waiters (a long
+///   statement beside short ones that the other slots serve,
+///   [`LimitController::observe_long_holder`]), the
+///   limit stays at least CPUs + 1: with the CPUs not surely idle at the CPU count, raise to
+///   it; the busy and late cuts stop there; and the hand-off rule is off (the CPU is the long
+///   statements', not the hand-offs'). The long statements may fill every CPU; the one slot
+///   past them keeps the short ones turning over without taking a CPU's worth from them.
+///   Measured on `repro mixed` (two full scans beside 16 point-select sessions, 2 CPUs):
+///   with the limit pinned at 3 the scans ran ~1.8 × a lone scan with point p99 ~1 ms, at
+///   4 2.2–2.7 ×, at 2 the points' p99 was 3–4 ms; the controller alone settled at 4–6, since
+///   the scans, which gave up their slots at every quantum's end, left the CPUs 10 % idle at
+///   3. With this rule and the holder's ([`AutoCore::yields_quantum`]), 14 runs alternated with the binary before:
+///   scans median 2.14 × (1.45–3.31) against 2.52 × (1.43–3.09).
 /// * surely inside the dead band 0.95–0.98 (or surely not idle at the CPU count), without
 ///   late grants: hold (the dead band is the hysteresis). Anything else: read on.
 /// * Without a CPU measurement (off Linux, or the first window), prompt grants or a stall in
@@ -237,6 +257,8 @@ pub struct LimitController {
     waiting: Option<u32>,
     /// A stall check ran in this window.
     stalled: bool,
+    /// A holder kept its slot past its quantum beside waiters since the reading began.
+    long: bool,
     window_start_ns: u64,
     /// What is touched once a window. Boxed: it should not make every policy's core (an
     /// enum sized by its largest variant) larger.
@@ -282,6 +304,11 @@ pub struct LimitReasons {
     pub late: u64,
     /// Lowered by one: every CPU busy with the limit above the CPU count.
     pub busy: u64,
+    /// Raised to one above the CPUs: a statement kept its slot past its quantum beside
+    /// waiters that the other slots served within a quantum, with the CPUs not idle and the
+    /// limit at the CPUs. The long statements may fill the CPUs; one slot past them keeps
+    /// the short ones turning over (the cuts stop there too, while that lasts).
+    pub lane: u64,
     /// Brought back within the controller's bounds (the CPUs … the maximum) after an
     /// operator set a limit outside them.
     pub bounds: u64,
@@ -302,6 +329,7 @@ impl LimitReasons {
             drain: self.drain.saturating_sub(earlier.drain),
             late: self.late.saturating_sub(earlier.late),
             busy: self.busy.saturating_sub(earlier.busy),
+            lane: self.lane.saturating_sub(earlier.lane),
             bounds: self.bounds.saturating_sub(earlier.bounds),
             deferred: self.deferred.saturating_sub(earlier.deferred),
         }
@@ -342,6 +370,7 @@ impl LimitController {
             queued_seen: false,
             waiting: None,
             stalled: false,
+            long: false,
             window_start_ns: 0,
             tally: Box::default(),
         }
@@ -388,6 +417,14 @@ impl LimitController {
         self.waiting = Some(self.waiting.map_or(n, |w| w.max(n)));
     }
 
+    /// A holder spent its quantum with threads queued and kept its slot, since none of them
+    /// had waited that whole quantum: a long statement runs beside short ones that the other
+    /// slots serve ([`AutoCore::yields_quantum`]). Until the reading ends, the limit stays
+    /// at least one above the CPUs, and the hand-off rule is off.
+    pub fn observe_long_holder(&mut self) {
+        self.long = true;
+    }
+
     /// A waiter saw no slot move for a stall period.
     pub fn observe_stall(&mut self) {
         self.queued_seen = true;
@@ -403,6 +440,7 @@ impl LimitController {
     fn restart(&mut self, now_ns: u64, cpu_ns: Option<u64>) {
         self.grants = 0;
         self.late = 0;
+        self.long = false;
         self.tally.reading_start_ns = now_ns;
         self.tally.cpu_start_ns = cpu_ns;
     }
@@ -434,10 +472,14 @@ impl LimitController {
             self.tally.cpu_lag_ns as f64 * f64::from(self.cpus - 1) / capacity_ns
         };
         let late_signal = grants > 0 && late * 8 > grants;
+        // With a long statement keeping its slot, one slot past the CPUs stays for the
+        // statements that turn over (see `LimitReasons::lane`).
+        let floor = self.cpus + u32::from(self.long);
         let rule = match (used, u) {
             (Some(cpu), Some(u)) => {
                 let (lo, hi) = (u - e, u + e);
                 let handoff_bound = grants > 0
+                    && !self.long
                     && hi >= U_LOW
                     && cpu / u64::from(grants) < 2 * HANDOFF_CPU.as_nanos() as u64;
                 if handoff_bound {
@@ -448,9 +490,12 @@ impl LimitController {
                     // anyway held the limit at 35-40 on `bench gate --block-us 200` with 64
                     // threads, 81-86 % of the best fixed limit's throughput, with the CPUs
                     // 93 % busy).
-                    Rule::Set((limit - limit / 4).min(limit.saturating_sub(1)), |r| {
-                        &mut r.late
-                    })
+                    Rule::Set(
+                        (limit - limit / 4)
+                            .min(limit.saturating_sub(1))
+                            .max(floor.min(limit)),
+                        |r| &mut r.late,
+                    )
                 } else if hi < U_LOW {
                     let gap = limit as f64 * (U_TARGET / u.max(0.01) - 1.0) / 2.0;
                     Rule::Set(limit + (gap as u32).clamp(1, limit), |r| &mut r.idle_cpu)
@@ -465,9 +510,11 @@ impl LimitController {
                 } else if late_signal {
                     // Late grants, and the CPUs perhaps idle: read on.
                     Rule::Defer
-                } else if lo >= U_HIGH && limit > self.cpus {
+                } else if lo >= U_HIGH && limit > floor {
                     Rule::Set(limit - 1, |r| &mut r.busy)
-                } else if lo >= U_LOW && (hi < U_HIGH || limit <= self.cpus) {
+                } else if self.long && lo >= U_LOW && limit < floor {
+                    Rule::Set(floor, |r| &mut r.lane)
+                } else if lo >= U_LOW && (hi < U_HIGH || limit <= floor) {
                     Rule::Set(limit, |r| &mut r.busy)
                 } else {
                     Rule::Defer
@@ -612,6 +659,13 @@ pub struct AutoCore<W> {
     watch_id: AtomicU64,
     /// `nudge` holds a waiter to tell.
     nudge_pending: AtomicBool,
+    /// When the oldest waiter not yet handed a slot queued (`u64::MAX`: none; 0 for a
+    /// waiter queued at the head). Written under the queue lock whenever the queue changes,
+    /// read without it by holders whose quantum is over ([`AutoCore::yields_quantum`]).
+    oldest_ns: AtomicU64,
+    /// A holder kept its slot past its quantum beside waiters since the controller last
+    /// ran; taken by the controller.
+    long_holder: AtomicBool,
 }
 
 /// Releases to deliver once the core's lock is dropped.
@@ -646,6 +700,8 @@ impl<W: Clone> AutoCore<W> {
             may_watch: None,
             watch_id: AtomicU64::new(0),
             nudge_pending: AtomicBool::new(false),
+            oldest_ns: AtomicU64::new(u64::MAX),
+            long_holder: AtomicBool::new(false),
         }
     }
 
@@ -832,6 +888,7 @@ impl<W: Clone> AutoCore<W> {
             may_watch,
         });
         self.appoint_watch(&mut q, id, may_watch);
+        self.publish_oldest(&q);
         q.prio += at.holds_locks as u32;
         q.controller.observe_queue();
         let waiting = (q.waiters.len() as u32).saturating_sub(q.pending);
@@ -897,16 +954,32 @@ impl<W: Clone> AutoCore<W> {
         );
         q.prio += 1;
         self.appoint_watch(q, id, may_watch);
+        self.publish_oldest(q);
         id
     }
 
     fn refresh_starving(&self, q: &mut Queue<W>, now: u64) {
         let cap = self.p.age_cap.as_nanos() as u64;
-        q.starving = q
+        let oldest = q
             .waiters
             .iter()
             .find(|w| w.released_ns == 0)
-            .is_some_and(|w| now.saturating_sub(w.since_ns) > cap);
+            .map(|w| w.since_ns);
+        self.oldest_ns
+            .store(oldest.unwrap_or(u64::MAX), Ordering::Relaxed);
+        q.starving = oldest.is_some_and(|s| now.saturating_sub(s) > cap);
+    }
+
+    /// Publishes when the oldest waiter not yet handed a slot queued (after a change to the
+    /// queue; the queue lock is held).
+    fn publish_oldest(&self, q: &Queue<W>) {
+        let oldest = q
+            .waiters
+            .iter()
+            .find(|w| w.released_ns == 0)
+            .map(|w| w.since_ns);
+        self.oldest_ns
+            .store(oldest.unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     /// A thread leaves, giving back `hold`. Returns the waiters to signal (at most one, unless
@@ -949,6 +1022,12 @@ impl<W: Clone> AutoCore<W> {
 
     /// Hands free slots to waiters, by the selection rule, while both remain.
     fn hand_off(&self, q: &mut Queue<W>, now: u64, out: &mut Releases<W>) {
+        self.hand_off_inner(q, now, out);
+        self.publish_oldest(q);
+    }
+
+    /// [`AutoCore::hand_off`] but for publishing the oldest waiter.
+    fn hand_off_inner(&self, q: &mut Queue<W>, now: u64, out: &mut Releases<W>) {
         loop {
             // Under the lock, `queued` counts exactly the unreleased waiters in the list.
             if self.queued.load(Ordering::SeqCst) == 0 {
@@ -1038,6 +1117,9 @@ impl<W: Clone> AutoCore<W> {
         // Waiters not yet handed a slot (the released ones are no longer counted).
         let waiting = (q.waiters.len() as u32).saturating_sub(q.pending);
         q.controller.observe_waiting(waiting);
+        if self.long_holder.swap(false, Ordering::Relaxed) {
+            q.controller.observe_long_holder();
+        }
         match q.controller.decide(limit, now, cpu_ns()) {
             Decision::Hold => {}
             Decision::Cut(n) => {
@@ -1129,6 +1211,7 @@ impl<W: Clone> AutoCore<W> {
         }
         let w = q.waiters.remove(pos).expect("position is in range");
         self.watch_left(&mut q, id);
+        self.publish_oldest(&q);
         q.prio -= w.priority as u32;
         self.queued.fetch_sub(1, Ordering::SeqCst);
         None
@@ -1149,6 +1232,26 @@ impl<W: Clone> AutoCore<W> {
     #[inline]
     pub fn has_waiters(&self) -> bool {
         self.queued.load(Ordering::Relaxed) != 0
+    }
+
+    /// A holder whose quantum began at `quantum_start_ns` has spent it: whether it gives its
+    /// slot up now. Yes if a waiter not yet handed a slot queued before the quantum began:
+    /// the other slots' turnover has not served it within a whole quantum, so the holders
+    /// lock it out. Otherwise the holder keeps its slot for another quantum (it will be
+    /// asked again), and tells the controller that a long statement keeps its slot beside
+    /// waiters that other slots serve ([`LimitController::observe_long_holder`]). Lock-free:
+    /// two loads. A stale reading is harmless: a waiter served a moment ago makes the holder
+    /// give way once more than needed, and one queued a moment ago is seen at the next
+    /// quantum's end.
+    pub fn yields_quantum(&self, quantum_start_ns: u64) -> bool {
+        if !self.has_waiters() {
+            return false;
+        }
+        if self.oldest_ns.load(Ordering::Relaxed) <= quantum_start_ns {
+            return true;
+        }
+        self.long_holder.store(true, Ordering::Relaxed);
+        false
     }
 
     /// The limit now.
@@ -1445,12 +1548,13 @@ mod tests {
                 drain: 0,
                 late: 1,
                 busy: 1,
+                lane: 0,
                 bounds: 0,
                 deferred: 0,
             }
         );
         assert_eq!(
-            r.idle_cpu + r.handoff + r.blind + r.drain + r.late + r.busy + r.bounds,
+            r.idle_cpu + r.handoff + r.blind + r.drain + r.lane + r.late + r.busy + r.bounds,
             c.raises() + c.cuts()
         );
         // An operator's limit below the bounds (2 CPUs) comes back up, counted as such, even
@@ -1465,6 +1569,83 @@ mod tests {
                 ..LimitReasons::default()
             }
         );
+    }
+
+    #[test]
+    fn a_holder_past_its_quantum_gives_way_only_to_a_waiter_queued_before_its_quantum_began() {
+        let core: AutoCore<u32> = AutoCore::new(params(2));
+        let a = admitted(enter(&core, 0, 0));
+        let b = admitted(enter(&core, 1, 0));
+        // Nobody waits: keep, and nothing to tell the controller.
+        assert!(!core.yields_quantum(0));
+        assert!(!core.long_holder.load(Ordering::Relaxed));
+        wait_id(enter(&core, 2, 3 * MS));
+        wait_id(enter(&core, 3, 4 * MS));
+        // Both waiters queued after a quantum that began at 0: the holder keeps its slot,
+        // and the controller learns that a long statement runs beside waiters.
+        assert!(!core.yields_quantum(0));
+        assert!(core.long_holder.swap(false, Ordering::Relaxed));
+        // One of them queued before a quantum that began at 3.5 ms: give way.
+        assert!(core.yields_quantum(7 * MS / 2));
+        assert!(!core.long_holder.load(Ordering::Relaxed));
+        // A hand-off serves the newest (3, under the age cap); the oldest not yet served is
+        // still 2, queued at 3 ms.
+        let (who, d) = exit_to(&core, b.hold, 5 * MS).expect("handed off");
+        assert_eq!(who, 3);
+        assert!(!core.yields_quantum(2 * MS));
+        assert!(core.yields_quantum(3 * MS));
+        // Once 2 is served too, nobody waits: keep.
+        let (who, c) = exit_to(&core, d.hold, 6 * MS).expect("handed off");
+        assert_eq!(who, 2);
+        assert!(!core.yields_quantum(u64::MAX));
+        // A waiter that cancels is forgotten as the oldest.
+        let e = wait_id(enter(&core, 4, 7 * MS));
+        assert!(core.yields_quantum(8 * MS));
+        assert!(core.cancel_wait(e).is_none());
+        assert!(!core.yields_quantum(8 * MS));
+        for hold in [a.hold, c.hold] {
+            assert!(exit_to(&core, hold, 9 * MS).is_none());
+        }
+        assert_eq!(core.inside(), 0);
+    }
+
+    #[test]
+    fn while_a_long_statement_keeps_its_slot_the_limit_stays_one_above_the_cpus() {
+        let mut c = LimitController::new(2, 2, 64);
+        c.decide(2, 0, Some(0));
+        // 99 % busy at the CPU count, a long statement kept its slot beside waiters: one
+        // more slot, for the statements that turn over.
+        c.observe_queue();
+        c.observe_long_holder();
+        assert_eq!(
+            c.decide(2, 20 * MS, Some(396 * MS / 10)),
+            Decision::Raise(3)
+        );
+        // Busy CPUs do not take that slot back while the long statement runs.
+        c.observe_queue();
+        c.observe_long_holder();
+        assert_eq!(c.decide(3, 40 * MS, Some(792 * MS / 10)), Decision::Hold);
+        // Nor do late grants.
+        c.observe_queue();
+        c.observe_long_holder();
+        for i in 0..8 {
+            c.observe_grant(if i % 2 == 0 { 2 * MS } else { 0 });
+        }
+        assert_eq!(c.decide(3, 60 * MS, Some(1188 * MS / 10)), Decision::Hold);
+        // The busy CPUs are the long statement's, not hand-offs': 1000 grants at 40 µs of
+        // CPU each raise nothing.
+        c.observe_queue();
+        c.observe_long_holder();
+        for _ in 0..1000 {
+            c.observe_grant(0);
+        }
+        assert_eq!(c.decide(3, 80 * MS, Some(1584 * MS / 10)), Decision::Hold);
+        // Once no statement keeps its slot past its quantum, busy CPUs decay the limit.
+        c.observe_queue();
+        assert_eq!(c.decide(3, 100 * MS, Some(198 * MS)), Decision::Cut(2));
+        let r = c.reasons();
+        assert_eq!((r.lane, r.busy, r.handoff, r.late), (1, 1, 0, 0), "{r:?}");
+        assert_eq!(c.raises() + c.cuts(), 2);
     }
 
     #[test]

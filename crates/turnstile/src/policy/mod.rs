@@ -266,13 +266,15 @@ impl Tickets {
 
     /// After a call's exit: whether the thread keeps its slot. Without a quantum, while
     /// tickets remain. With one, while its chunk lasts; at the chunk's end the clock is read
-    /// (`now`): within the quantum the slot is kept; past it, not if `waiters()` says anyone
-    /// waits, and otherwise the quantum starts again.
+    /// (`now`): within the quantum the slot is kept; past it, not if `yields(start)` (given
+    /// the quantum's start) says to give way (`auto`: a waiter has waited since before the
+    /// quantum began, [`auto::AutoCore::yields_quantum`]), and otherwise the quantum starts
+    /// again.
     #[inline]
     pub fn keeps_slot(
         &mut self,
         now: impl FnOnce() -> u64,
-        waiters: impl FnOnce() -> bool,
+        yields: impl FnOnce(u64) -> bool,
     ) -> bool {
         if self.left > 0 {
             return true;
@@ -280,15 +282,15 @@ impl Tickets {
         if self.quantum_ns == 0 {
             return false;
         }
-        self.check(now(), waiters)
+        self.check(now(), yields)
     }
 
     #[cold]
-    fn check(&mut self, now: u64, waiters: impl FnOnce() -> bool) -> bool {
+    fn check(&mut self, now: u64, yields: impl FnOnce(u64) -> bool) -> bool {
         if self.until_ns == 0 {
             self.until_ns = now.saturating_add(self.quantum_ns);
         } else if now >= self.until_ns {
-            if waiters() {
+            if yields(self.until_ns.saturating_sub(self.quantum_ns)) {
                 return false;
             }
             self.until_ns = now.saturating_add(self.quantum_ns);
@@ -429,7 +431,7 @@ mod tickets_tests {
                     reads += 1;
                     *now
                 },
-                || waiters,
+                |_| waiters,
             );
             if !keep {
                 return (n, reads);
@@ -471,12 +473,50 @@ mod tickets_tests {
     }
 
     #[test]
+    fn past_the_quantum_the_holder_is_asked_with_the_quantum_start_and_keeps_a_new_one_if_told() {
+        let mut t = Tickets::default();
+        t.grant(&quantum_admission(1));
+        let mut now = 1_000_000_000;
+        let mut asked = Vec::new();
+        // Calls of 100 µs until the slot is given up; the first two ends are kept.
+        let mut kept = 0;
+        loop {
+            now += 100_000;
+            let keep = t.keeps_slot(
+                || now,
+                |start| {
+                    asked.push((start, now));
+                    asked.len() > 2
+                },
+            );
+            if !keep {
+                break;
+            }
+            kept += 1;
+            assert!(t.try_reenter());
+        }
+        assert_eq!(asked.len(), 3, "{asked:?}");
+        // Each question comes at or past a quantum's end, about a quantum after the start
+        // it is given, and a kept slot's next quantum starts where the question was asked.
+        for (i, &(start, at)) in asked.iter().enumerate() {
+            assert!(
+                at >= start + 1_000_000 && at <= start + 1_500_000,
+                "{asked:?}"
+            );
+            if i > 0 {
+                assert_eq!(start, asked[i - 1].1, "{asked:?}");
+            }
+        }
+        assert!(kept >= 25, "{kept} calls kept over three quanta");
+    }
+
+    #[test]
     fn a_short_statement_never_reads_the_clock() {
         let mut t = Tickets::default();
         t.grant(&quantum_admission(1));
         for _ in 0..FIRST_CHUNK - 1 {
             assert!(t.try_reenter());
-            assert!(t.keeps_slot(|| panic!("no clock read"), || true));
+            assert!(t.keeps_slot(|| panic!("no clock read"), |_| true));
         }
     }
 }
