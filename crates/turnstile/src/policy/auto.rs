@@ -960,19 +960,13 @@ impl<W: Clone> AutoCore<W> {
 
     fn refresh_starving(&self, q: &mut Queue<W>, now: u64) {
         let cap = self.p.age_cap.as_nanos() as u64;
-        let oldest = q
-            .waiters
-            .iter()
-            .find(|w| w.released_ns == 0)
-            .map(|w| w.since_ns);
-        self.oldest_ns
-            .store(oldest.unwrap_or(u64::MAX), Ordering::Relaxed);
+        let oldest = self.publish_oldest(q);
         q.starving = oldest.is_some_and(|s| now.saturating_sub(s) > cap);
     }
 
     /// Publishes when the oldest waiter not yet handed a slot queued (after a change to the
-    /// queue; the queue lock is held).
-    fn publish_oldest(&self, q: &Queue<W>) {
+    /// queue; the queue lock is held), and returns it.
+    fn publish_oldest(&self, q: &Queue<W>) -> Option<u64> {
         let oldest = q
             .waiters
             .iter()
@@ -980,6 +974,7 @@ impl<W: Clone> AutoCore<W> {
             .map(|w| w.since_ns);
         self.oldest_ns
             .store(oldest.unwrap_or(u64::MAX), Ordering::Relaxed);
+        oldest
     }
 
     /// A thread leaves, giving back `hold`. Returns the waiters to signal (at most one, unless
