@@ -133,6 +133,9 @@ mod tests {
                 .any(|&k| (hz - k).abs() < 1.0),
             "{tick:?} is {hz} Hz"
         );
+        // And `auto`'s controller takes it as the CPU clock's lag, not the fallback constant.
+        let p = crate::GateConfig::default().auto_params_for(2);
+        assert_eq!(p.cpu_clock_lag, tick);
     }
 
     #[test]

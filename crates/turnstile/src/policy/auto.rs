@@ -964,6 +964,13 @@ impl<W: Clone> AutoCore<W> {
         q.starving = oldest.is_some_and(|s| now.saturating_sub(s) > cap);
     }
 
+    /// Passes a long holder seen since the controller last ran on to it (before it decides).
+    fn pass_long_holder(&self, q: &mut Queue<W>) {
+        if self.long_holder.swap(false, Ordering::Relaxed) {
+            q.controller.observe_long_holder();
+        }
+    }
+
     /// Publishes when the oldest waiter not yet handed a slot queued (after a change to the
     /// queue; the queue lock is held), and returns it.
     fn publish_oldest(&self, q: &Queue<W>) -> Option<u64> {
@@ -1112,9 +1119,7 @@ impl<W: Clone> AutoCore<W> {
         // Waiters not yet handed a slot (the released ones are no longer counted).
         let waiting = (q.waiters.len() as u32).saturating_sub(q.pending);
         q.controller.observe_waiting(waiting);
-        if self.long_holder.swap(false, Ordering::Relaxed) {
-            q.controller.observe_long_holder();
-        }
+        self.pass_long_holder(q);
         match q.controller.decide(limit, now, cpu_ns()) {
             Decision::Hold => {}
             Decision::Cut(n) => {
@@ -1142,6 +1147,7 @@ impl<W: Clone> AutoCore<W> {
         q.stall_ticks += 1;
         q.last_progress_ns = now_ns;
         q.controller.observe_stall();
+        self.pass_long_holder(&mut q);
         if self.p.adaptive {
             // Force a decision now, whatever the window.
             let limit = self.slots.limit();
