@@ -236,6 +236,14 @@ pub enum Decision {
 ///   the scans, which gave up their slots at every quantum's end, left the CPUs 10 % idle at
 ///   3. With this rule and the holder's ([`AutoCore::yields_quantum`]), 14 runs alternated with the binary before:
 ///   scans median 2.14 × (1.45–3.31) against 2.52 × (1.43–3.09).
+///   Beside a long statement the idle rule also needs a CPU's worth of idle (`u + e` under
+///   `1 − 1 / CPUs`): less is the gaps of the lane's hand-offs, and a raise adds a runnable
+///   thread whose fair share the kernel takes from the long statements as much as from the
+///   idle; hold at the floor instead. A CPU's worth idle is a slot holder that does not run
+///   (a long statement in a wait nobody declared), and raises as before. Measured on `repro
+///   mixed`: once the faster scan ended the CPUs read 90 % busy and the idle rule raised to
+///   6–7, and the slower scan ended at 2.2–3.4 ×; with this, 28 runs alternated with the
+///   binary before gave scans median 1.75 × (1.46–2.22) against 1.97 × (1.48–3.41).
 /// * surely inside the dead band 0.95–0.98 (or surely not idle at the CPU count), without
 ///   late grants: hold (the dead band is the hysteresis). Anything else: read on.
 /// * Without a CPU measurement (off Linux, or the first window), prompt grants or a stall in
@@ -307,7 +315,8 @@ pub struct LimitReasons {
     /// Raised to one above the CPUs: a statement kept its slot past its quantum beside
     /// waiters that the other slots served within a quantum, with the CPUs not idle and the
     /// limit at the CPUs. The long statements may fill the CPUs; one slot past them keeps
-    /// the short ones turning over (the cuts stop there too, while that lasts).
+    /// the short ones turning over (the cuts stop there too, while that lasts, and so does
+    /// the idle raise while less than a CPU's worth is idle).
     pub lane: u64,
     /// Brought back within the controller's bounds (the CPUs … the maximum) after an
     /// operator set a limit outside them.
@@ -496,6 +505,12 @@ impl LimitController {
                             .max(floor.min(limit)),
                         |r| &mut r.late,
                     )
+                } else if self.long && hi < U_LOW && hi >= 1.0 - 1.0 / f64::from(self.cpus) {
+                    // Idle, but less than a CPU's worth, beside a long statement: the gaps of
+                    // the lane that turns over. A raise adds a runnable thread, which the
+                    // kernel's fair share takes from the long statements as much as from the
+                    // idle (see `LimitReasons::lane`): hold, at no less than the floor.
+                    Rule::Set(limit.max(floor), |r| &mut r.lane)
                 } else if hi < U_LOW {
                     let gap = limit as f64 * (U_TARGET / u.max(0.01) - 1.0) / 2.0;
                     Rule::Set(limit + (gap as u32).clamp(1, limit), |r| &mut r.idle_cpu)
@@ -1647,6 +1662,38 @@ mod tests {
         let r = c.reasons();
         assert_eq!((r.lane, r.busy, r.handoff, r.late), (1, 1, 0, 0), "{r:?}");
         assert_eq!(c.raises() + c.cuts(), 2);
+    }
+
+    #[test]
+    fn beside_a_long_statement_idle_under_a_cpus_worth_holds_the_lane_and_a_cpus_worth_raises() {
+        // 2 CPUs, exact readings (the times and CPU readings are synthetic inputs).
+        let mut c = LimitController::new(2, 1, 64);
+        c.decide(3, 0, Some(0));
+        // 90 % busy over 20 ms (36 ms of CPU) with a long statement keeping its slot: the
+        // idle is the lane's gaps, under one CPU's worth. Hold at the lane, no idle raise.
+        c.observe_queue();
+        c.observe_long_holder();
+        assert_eq!(c.decide(3, 20 * MS, Some(36 * MS)), Decision::Hold);
+        // The same reading below the lane raises to it, and counts it there.
+        c.observe_queue();
+        c.observe_long_holder();
+        assert_eq!(c.decide(2, 40 * MS, Some(72 * MS)), Decision::Raise(3));
+        // 45 % busy (18 ms of CPU): a CPU's worth idle, a slot holder that does not run
+        // (a long statement in a wait nobody declared): the idle rule raises.
+        c.observe_queue();
+        c.observe_long_holder();
+        assert!(matches!(
+            c.decide(3, 60 * MS, Some(90 * MS)),
+            Decision::Raise(n) if n > 3
+        ));
+        // Without a long statement, the 90 % reading raises as before.
+        c.observe_queue();
+        assert!(matches!(
+            c.decide(3, 80 * MS, Some(126 * MS)),
+            Decision::Raise(n) if n > 3
+        ));
+        let r = c.reasons();
+        assert_eq!((r.lane, r.idle_cpu, r.windows), (1, 2, 4), "{r:?}");
     }
 
     #[test]
