@@ -72,3 +72,47 @@ mod tests {
         assert!(d.voluntary_cs >= 1, "a sleep blocks: {d:?}");
     }
 }
+
+/// The calling thread's time so far: on a CPU, and runnable but waiting for one.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ThreadTimes {
+    /// CPU time, s (`CLOCK_THREAD_CPUTIME_ID`; 0.0 if the clock cannot be read).
+    pub cpu_s: f64,
+    /// Time runnable but waiting on a run queue, s: the second field of Linux's
+    /// `/proc/thread-self/schedstat`; `None` where there is none.
+    pub runqueue_s: Option<f64>,
+}
+
+impl ThreadTimes {
+    /// Reads the calling thread's times now.
+    pub fn now() -> ThreadTimes {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `clock_gettime` writes one `timespec` through the pointer, which points to
+        // a live, aligned local of that type; `CLOCK_THREAD_CPUTIME_ID` is a POSIX clock id,
+        // and on failure (non-zero return) the local keeps its zeros, which we then ignore.
+        let cpu_s = if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+            ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+        } else {
+            0.0
+        };
+        let runqueue_s = std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map(|ns| ns as f64 / 1e9);
+        ThreadTimes { cpu_s, runqueue_s }
+    }
+
+    /// The times spent from `earlier` (a reading of the same thread) to `self`.
+    pub fn since(&self, earlier: &ThreadTimes) -> ThreadTimes {
+        ThreadTimes {
+            cpu_s: (self.cpu_s - earlier.cpu_s).max(0.0),
+            runqueue_s: match (self.runqueue_s, earlier.runqueue_s) {
+                (Some(a), Some(b)) => Some((a - b).max(0.0)),
+                _ => None,
+            },
+        }
+    }
+}

@@ -21,6 +21,7 @@ use turnstile_engine::{Connection, Engine};
 use super::oltp::{self, OltpConfig, Rng};
 use super::tickets::{self, TicketsConfig};
 use super::{join_all, stopped, Common, Progress, ReproError};
+use crate::rusage::ThreadTimes;
 use crate::stats::median;
 
 /// Point-select sessions beside the two scans: the brief's 16, eight times the two scans,
@@ -193,6 +194,13 @@ pub struct MixedRun {
     pub alone_s: f64,
     /// Each concurrent scan, seconds.
     pub scan_s: Vec<f64>,
+    /// Each scan's own CPU time, s (its thread's CPU clock; 0 where the platform has none).
+    pub scan_cpu_s: Vec<f64>,
+    /// Each scan's time runnable but waiting for a CPU, s (Linux's schedstat; `null`
+    /// elsewhere). With `scan_cpu_s` it splits a scan's time three ways: its work, the
+    /// CPU the kernel gave others while it could run, and the rest (`scan_s` minus both),
+    /// its waits for the gate.
+    pub scan_runqueue_s: Vec<Option<f64>>,
     /// The slowest concurrent scan over the scan alone.
     pub scan_slowdown: f64,
     /// Point selects completed while the scans ran (each session runs at least one).
@@ -327,7 +335,14 @@ fn one(engine: &Arc<Engine>, cfg: &MixedConfig, s: &MixedSetting) -> Result<Mixe
                 let _ended = ended;
                 let mut c = Connection::new(engine, &gate, format!("scan-{i}"));
                 start.wait();
-                timed(|| c.count(tickets::TABLE))
+                // The thread's times are read inside the timed interval, so they never
+                // count a preemption the wall time does not.
+                let ((n, times), secs) = timed(|| {
+                    let t0 = ThreadTimes::now();
+                    let n = c.count(tickets::TABLE);
+                    (n, ThreadTimes::now().since(&t0))
+                });
+                (n, secs, times)
             })
         })
         .collect();
@@ -366,9 +381,13 @@ fn one(engine: &Arc<Engine>, cfg: &MixedConfig, s: &MixedSetting) -> Result<Mixe
     start.wait();
     let t0 = Instant::now();
     let mut scan_s = Vec::new();
-    for (n, secs) in join_all(scans)? {
+    let mut scan_cpu_s = Vec::new();
+    let mut scan_runqueue_s = Vec::new();
+    for (n, secs, times) in join_all(scans)? {
         n?;
         scan_s.push(secs);
+        scan_cpu_s.push(times.cpu_s);
+        scan_runqueue_s.push(times.runqueue_s);
     }
     let mut lat = Vec::new();
     for l in join_all(points)? {
@@ -390,6 +409,8 @@ fn one(engine: &Arc<Engine>, cfg: &MixedConfig, s: &MixedSetting) -> Result<Mixe
         alone_s,
         scan_slowdown: slowest / alone_s,
         scan_s,
+        scan_cpu_s,
+        scan_runqueue_s,
         point_selects: lat.len() as u64,
         point_per_s: lat.len() as f64 / window,
         point_p50_ms: ms(quantile(&lat, 0.5)),
@@ -428,6 +449,8 @@ pub fn markdown(r: &MixedReport) -> String {
          point selects: `SELECT c … WHERE id=?` on random ids of {} rows, one statement and one call each, \
          every session looping until both scans have ended. \
          *alone s*: the scan with nothing else running (median of {}); *scans s*: the two concurrent scans; \
+         *scans' CPU / run queue s*: each scan's own CPU time and its time runnable but waiting for a CPU (Linux's schedstat); \
+         the rest of its time it waited for the gate; \
          *slowdown*: the slower of them ÷ alone; *p50/p99/max ms*: latency of one point select while the scans ran; \
          *selects/s*: point selects completed ÷ the concurrent phase; \
          *limit moves* (`auto`): its controller's 20 ms windows with threads queued, and how many raised the limit \
@@ -446,12 +469,12 @@ pub fn markdown(r: &MixedReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| setting | policy | tickets | alone s | scans s | slowdown | point selects | selects/s | p50 ms | p99 ms | max ms | admissions | sleeps | queue waits | limit at end (max) | limit moves |\n|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        "| setting | policy | tickets | alone s | scans s | scans' CPU / run queue s | slowdown | point selects | selects/s | p50 ms | p99 ms | max ms | admissions | sleeps | queue waits | limit at end (max) | limit moves |\n|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     );
     for x in &r.runs {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.3} | {} | {:.2} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.3} | {} | {} | {:.2} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {} |",
             x.setting,
             x.policy,
             x.tickets,
@@ -459,6 +482,15 @@ pub fn markdown(r: &MixedReport) -> String {
             x.scan_s
                 .iter()
                 .map(|v| format!("{v:.3}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            x.scan_cpu_s
+                .iter()
+                .zip(&x.scan_runqueue_s)
+                .map(|(c, q)| match q {
+                    Some(q) => format!("{c:.3} / {q:.3}"),
+                    None => format!("{c:.3} / –"),
+                })
                 .collect::<Vec<_>>()
                 .join(", "),
             x.scan_slowdown,
@@ -515,6 +547,16 @@ mod tests {
         for x in &r.runs {
             assert_eq!(x.rows, 20_000);
             assert_eq!(x.scan_s.len(), SCANS);
+            // Each scan's time splits into its CPU, its run-queue wait and the gate's: the
+            // first two never exceed its wall time (a 5 ms allowance for the clocks' grain).
+            assert_eq!(x.scan_cpu_s.len(), SCANS);
+            assert_eq!(x.scan_runqueue_s.len(), SCANS);
+            for ((wall, cpu), rq) in x.scan_s.iter().zip(&x.scan_cpu_s).zip(&x.scan_runqueue_s) {
+                assert!(*cpu > 0.0 && *cpu <= wall + 0.005, "{x:?}");
+                if let Some(rq) = rq {
+                    assert!(cpu + rq <= wall + 0.005, "{x:?}");
+                }
+            }
             assert_eq!(x.limit, 2);
             assert!(
                 x.scan_slowdown > 0.0 && x.scan_slowdown.is_finite(),
