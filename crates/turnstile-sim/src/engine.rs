@@ -284,6 +284,9 @@ struct Thread {
     in_txn: bool,
     /// The open transaction was admitted once (as the real session's).
     txn_admitted: bool,
+    /// `auto`: the current statement spent a whole quantum with threads queued; its holds
+    /// are marked as a long statement's, also after it gave way (as the real session does).
+    long_stmt: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -497,6 +500,7 @@ impl Sim {
             begin_on_ready: false,
             in_txn: false,
             txn_admitted: false,
+            long_stmt: false,
         });
         self.done_at.push(0);
         self.done_per_thread.push(0);
@@ -1202,7 +1206,13 @@ impl Sim {
         let t = &mut self.threads[tid as usize];
         t.txn_admitted |= t.in_txn;
         t.tickets.grant(&a);
-        t.hold = Some(a.hold);
+        let mut hold = a.hold;
+        if t.long_stmt {
+            if let Core::Auto(c) = &self.gate {
+                c.mark_long(&mut hold);
+            }
+        }
+        t.hold = Some(hold);
         t.attempt = Attempt::new(false);
         let c = &mut self.gate_counts;
         c.admissions += 1;
@@ -1390,11 +1400,18 @@ impl Sim {
                         && (op != Op::Exit
                             || !t.tickets.keeps_slot(
                                 || now,
-                                |start| match gate {
-                                    Core::Auto(c) => c.yields_quantum(start),
+                                |start| match (gate, t.hold.as_mut()) {
+                                    (Core::Auto(c), Some(hold)) => {
+                                        let yields = c.yields_quantum(start, hold);
+                                        t.long_stmt |= hold.is_long();
+                                        yields
+                                    }
                                     _ => true,
                                 },
                             ));
+                    if op == Op::EndStatement {
+                        t.long_stmt = false;
+                    }
                     if leaves {
                         if !self.gate_call(core, tid, GateAction::Exit) {
                             return;

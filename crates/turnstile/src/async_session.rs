@@ -112,6 +112,7 @@ impl Gate {
             tickets: Tickets::default(),
             hold: None,
             holds_locks: false,
+            long_stmt: false,
             sleeper,
             in_txn: false,
             txn_admitted: false,
@@ -186,6 +187,9 @@ pub struct AsyncSession {
     tickets: Tickets,
     hold: Option<Hold>,
     holds_locks: bool,
+    /// `auto`: the current statement spent a whole quantum with threads queued (a long
+    /// statement); its holds are marked as such, also after it gave way and came back.
+    long_stmt: bool,
     sleeper: Option<Sleeper>,
     /// Declared by [`AsyncSession::set_in_transaction`].
     in_txn: bool,
@@ -256,6 +260,7 @@ impl AsyncSession {
     pub fn end_statement(&mut self) {
         self.leave();
         self.holds_locks = false;
+        self.long_stmt = false;
     }
 
     /// Leaves for real: tickets to 0, the slot (if any) given back or handed on.
@@ -269,9 +274,19 @@ impl AsyncSession {
     /// Exit after one call: keep the slot while tickets remain, otherwise leave.
     fn exit_call(&mut self) {
         let driver = &self.gate.driver;
-        if self.tickets.keeps_slot(crate::clock::precise_ns, |start| {
-            driver.yields_quantum(start)
-        }) {
+        let (hold, long_stmt) = (&mut self.hold, &mut self.long_stmt);
+        // The gate's own clock: a quantum's start is compared with the times the gate's
+        // waiters queued at ([`crate::policy::auto::AutoCore::yields_quantum`]). Both
+        // closures run only at a chunk's end, never on a ticket re-entry.
+        let keeps = self.tickets.keeps_slot(
+            || driver.precise_ns(),
+            |start| {
+                let yields = driver.yields_quantum(start, hold.as_mut());
+                *long_stmt |= hold.as_ref().is_some_and(Hold::is_long);
+                yields
+            },
+        );
+        if keeps {
             self.sh.set_state(SessionState::DeclaredInside);
         } else {
             self.leave();
@@ -281,7 +296,11 @@ impl AsyncSession {
     fn admitted(&mut self, a: Admission, waited_ns: u64) {
         self.txn_admitted |= self.in_txn;
         self.tickets.grant(&a);
-        self.hold = Some(record_admission(&self.gate, &self.sh, a, waited_ns));
+        let mut hold = record_admission(&self.gate, &self.sh, a, waited_ns);
+        if self.long_stmt {
+            self.gate.driver.mark_long(&mut hold);
+        }
+        self.hold = Some(hold);
     }
 
     /// The first poll of an enter: a ticket re-entry, an admission at once, or the start of

@@ -31,33 +31,17 @@ pub(crate) fn coarse_ns() -> u64 {
     1
 }
 
-/// Where no coarse clock is available: the precise one.
+/// Where no coarse clock is available: a precise monotonic one, in nanoseconds since first
+/// use (never 0).
 #[cfg(all(not(target_os = "linux"), not(loom)))]
 #[inline]
 pub(crate) fn coarse_ns() -> u64 {
-    precise_ns()
-}
-
-/// Precise monotonic nanoseconds since first use (never 0), for `auto`'s quantum: read once
-/// per chunk of calls (about four times a quantum), never on a ticket re-entry. The coarse
-/// clock cannot time a 1 ms quantum: it moves once per scheduler tick, every 4 ms on a 250 Hz
-/// kernel (the development VM's), so a quantum measured with it lasted anywhere from 0 to 4 ms.
-#[cfg(not(loom))]
-#[inline]
-pub(crate) fn precise_ns() -> u64 {
     static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     EPOCH
         .get_or_init(std::time::Instant::now)
         .elapsed()
         .as_nanos() as u64
         + 1
-}
-
-/// Under loom: a constant, as [`coarse_ns`].
-#[cfg(loom)]
-#[inline]
-pub(crate) fn precise_ns() -> u64 {
-    1
 }
 
 /// CPU time this process has used (user + system, all threads), for `auto`'s limit
@@ -110,16 +94,6 @@ pub(crate) fn scheduler_tick() -> Option<std::time::Duration> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    #[test]
-    fn the_precise_clock_moves_within_a_sub_millisecond_sleep() {
-        // A quantum needs a clock that moves between two of its checks; the coarse one may
-        // not move for 4 ms. Only the order of the readings is checked, never a duration.
-        let a = super::precise_ns();
-        std::thread::sleep(std::time::Duration::from_micros(200));
-        let b = super::precise_ns();
-        assert!(a > 0 && b > a, "{a} then {b}");
-    }
-
     #[cfg(target_os = "linux")]
     #[test]
     fn the_scheduler_tick_is_read_from_the_kernel_as_one_of_the_rates_it_offers() {

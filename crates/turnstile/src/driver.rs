@@ -110,9 +110,14 @@ impl Driver {
         )
     }
 
-    /// Precise nanoseconds since the gate was created (never 0; slow paths only). Under loom
-    /// a constant, as `clock::coarse_ns`: `auto` decides on it, and a model must be
-    /// deterministic.
+    /// Precise nanoseconds since the gate was created (never 0): the one clock of `auto`'s
+    /// decisions, its waiters' queueing times and its holders' quanta alike, so they compare
+    /// (until 2026-11-26 the quanta were timed from the process's first reading, so a gate
+    /// created later saw every waiter as queued before any quantum began). Read on slow
+    /// paths and once per chunk of calls, never on a ticket re-entry. Not the coarse clock:
+    /// it moves once per scheduler tick, every 4 ms on a 250 Hz kernel (the development
+    /// VM's), too coarse to time a quantum. Under loom a constant, as `clock::coarse_ns`:
+    /// `auto` decides on it, and a model must be deterministic.
     pub(crate) fn precise_ns(&self) -> u64 {
         if cfg!(loom) {
             return 1;
@@ -224,12 +229,30 @@ impl Driver {
     }
 
     /// A holder's quantum (begun at `quantum_start_ns`) is over: whether it gives up its slot
-    /// (`auto`'s rule, [`crate::policy::auto::AutoCore::yields_quantum`]; the other policies
-    /// grant no quantum).
-    pub(crate) fn yields_quantum(&self, quantum_start_ns: u64) -> bool {
-        match &self.core {
-            Cores::Auto(c) => c.yields_quantum(quantum_start_ns),
+    /// (`auto`'s rule, [`crate::policy::auto::AutoCore::yields_quantum`], which may mark
+    /// `hold` as a long statement's; the other policies grant no quantum). Without a hold
+    /// (none is kept without one) it gives way.
+    pub(crate) fn yields_quantum(&self, quantum_start_ns: u64, hold: Option<&mut Hold>) -> bool {
+        match (&self.core, hold) {
+            (Cores::Auto(c), Some(hold)) => c.yields_quantum(quantum_start_ns, hold),
             _ => true,
+        }
+    }
+
+    /// `auto`: `hold` belongs to a statement that was long before it gave its slot up at a
+    /// quantum's end: it is counted as a long statement's again
+    /// ([`crate::policy::auto::AutoCore::mark_long`]).
+    pub(crate) fn mark_long(&self, hold: &mut Hold) {
+        if let Cores::Auto(c) = &self.core {
+            c.mark_long(hold);
+        }
+    }
+
+    /// `hold`'s slot was lent and the loan gave it back: nothing to give back, but `auto`
+    /// stops counting it as a long statement's.
+    pub(crate) fn forget_lent(&self, hold: Hold) {
+        if let Cores::Auto(c) = &self.core {
+            c.forget_lent(hold);
         }
     }
 
@@ -526,6 +549,24 @@ mod tests {
         // An uncontended acquisition is not a wait.
         d.enter_unchecked();
         assert_eq!(d.lock_contention(), (0, 1));
+    }
+
+    #[test]
+    fn the_gates_precise_clock_starts_with_the_gate_and_moves_within_a_sub_millisecond_sleep() {
+        // A quantum needs a clock that moves between two of its checks (the coarse one may
+        // not move for 4 ms), and one that its waiters' queueing times are read on too: each
+        // gate's own. Only the order of the readings is checked, never a duration.
+        let first = Driver::new(&GateConfig::new(Policy::Auto));
+        std::thread::sleep(Duration::from_millis(20));
+        let later = Driver::new(&GateConfig::new(Policy::Auto));
+        let (a, b) = (first.precise_ns(), later.precise_ns());
+        assert!(
+            b > 0 && b < a,
+            "a gate made 20 ms later reads {b}, the first {a}"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+        let c = later.precise_ns();
+        assert!(c > b, "{b} then {c}");
     }
 
     #[test]

@@ -42,6 +42,8 @@
 //! | `turnstile_gate_limit_raises_blind_total` | counter | `gate` | `auto`: [`crate::LimitReasons::blind`] |
 //! | `turnstile_gate_limit_raises_drain_total` | counter | `gate` | `auto`: [`crate::LimitReasons::drain`] |
 //! | `turnstile_gate_limit_raises_lane_total` | counter | `gate` | `auto`: [`crate::LimitReasons::lane`] |
+//! | `turnstile_gate_limit_cuts_lane_total` | counter | `gate` | `auto`: [`crate::LimitReasons::lane_cut`] |
+//! | `turnstile_gate_long_holders` | gauge | `gate` | `auto`: [`crate::AutoStats::long_holders`] |
 //! | `turnstile_gate_limit_cuts_late_total` | counter | `gate` | `auto`: [`crate::LimitReasons::late`] |
 //! | `turnstile_gate_limit_cuts_busy_total` | counter | `gate` | `auto`: [`crate::LimitReasons::busy`] |
 //! | `turnstile_gate_limit_bounds_total` | counter | `gate` | `auto`: [`crate::LimitReasons::bounds`] |
@@ -373,8 +375,18 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
     ),
     counter(
         "turnstile_gate_limit_raises_lane_total",
-        "auto: raises to one slot past the CPUs while a long statement kept its slot beside short ones.",
+        "auto: raises to the lane beside long statements (a slot each, plus the CPUs they leave, at least one).",
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.lane)),
+    ),
+    counter(
+        "turnstile_gate_limit_cuts_lane_total",
+        "auto: cuts towards the lane beside long statements (less than a CPU's worth idle, the limit above the lane).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.lane_cut)),
+    ),
+    gauge(
+        "turnstile_gate_long_holders",
+        "auto: slots held now by long statements (kept past a quantum beside waiters the other slots served).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.long_holders.into())),
     ),
     counter(
         "turnstile_gate_limit_cuts_late_total",

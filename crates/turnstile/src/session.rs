@@ -64,6 +64,9 @@ pub struct Session {
     wait_timeout: Option<Duration>,
     /// The current statement declared that it holds row locks or latches.
     holds_locks: bool,
+    /// `auto`: the current statement spent a whole quantum with threads queued (a long
+    /// statement); its holds are marked as such, also after it gave way and came back.
+    long_stmt: bool,
     /// A step-out that began inside left this reason: the next admission of the statement
     /// re-enters by its rule.
     resume: Option<StepOutReason>,
@@ -208,6 +211,7 @@ impl Session {
             hold: None,
             wait_timeout: None,
             holds_locks: false,
+            long_stmt: false,
             resume: None,
             in_call: false,
             in_wait: false,
@@ -296,9 +300,19 @@ impl Session {
     #[inline]
     fn exit_call(&mut self) {
         let driver = &self.gate.driver;
-        if self.tickets.keeps_slot(crate::clock::precise_ns, |start| {
-            driver.yields_quantum(start)
-        }) {
+        let (hold, long_stmt) = (&mut self.hold, &mut self.long_stmt);
+        // The gate's own clock: a quantum's start is compared with the times the gate's
+        // waiters queued at ([`crate::policy::auto::AutoCore::yields_quantum`]). Both
+        // closures run only at a chunk's end, never on a ticket re-entry.
+        let keeps = self.tickets.keeps_slot(
+            || driver.precise_ns(),
+            |start| {
+                let yields = driver.yields_quantum(start, hold.as_mut());
+                *long_stmt |= hold.as_ref().is_some_and(Hold::is_long);
+                yields
+            },
+        );
+        if keeps {
             self.sh.set_state(SessionState::DeclaredInside);
         } else {
             self.leave();
@@ -311,7 +325,7 @@ impl Session {
         if let Some(hold) = self.hold.take() {
             if self.gate.driver.is_auto() && crate::gate_hook::leave(&self.sh) {
                 // Lent while this session was used on another thread: the loan gave it back.
-                drop(hold);
+                self.gate.driver.forget_lent(hold);
                 self.sh.tickets.store(0, Ordering::Relaxed);
                 self.sh.set_state(SessionState::Outside);
                 return;
@@ -328,6 +342,7 @@ impl Session {
         self.in_call = false;
         self.leave();
         self.holds_locks = false;
+        self.long_stmt = false;
         self.resume = None;
     }
 
@@ -560,7 +575,11 @@ impl Session {
         self.txn_admitted |= self.in_txn;
         self.tickets.grant(&a);
         let lendable = a.hold.is_counted() && self.gate.driver.is_auto();
-        self.hold = Some(record_admission(&self.gate, &self.sh, a, waited_ns));
+        let mut hold = record_admission(&self.gate, &self.sh, a, waited_ns);
+        if self.long_stmt {
+            self.gate.driver.mark_long(&mut hold);
+        }
+        self.hold = Some(hold);
         if lendable {
             crate::gate_hook::register(&self.gate, &self.sh);
         }

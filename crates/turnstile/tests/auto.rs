@@ -90,6 +90,67 @@ fn a_spent_quantum_is_renewed_if_nobody_waits_and_given_up_at_a_later_exit_if_so
 }
 
 #[test]
+fn a_statement_that_keeps_its_slot_past_its_quantum_beside_a_newer_waiter_counts_as_long_until_it_gives_way(
+) {
+    // A gate made after another has run: its quanta and its waiters' queueing times are read
+    // on its own clock (a clock shared by the process once made such a gate see every waiter
+    // as queued before any quantum began, so every holder gave way).
+    let earlier = Gate::new(auto(1)).unwrap();
+    drop(earlier.session().begin().enter().unwrap());
+    thread::sleep(Duration::from_millis(30));
+    let g = Gate::new(auto(1).quantum(Duration::from_millis(20))).unwrap();
+    let long = |g: &Gate| g.stats().auto.unwrap().long_holders;
+    let mut a = g.named_session("a");
+    let mut stmt = a.begin();
+    // Enough calls that the quantum has begun (it starts at the first clock check).
+    for _ in 0..16 {
+        drop(stmt.enter().unwrap());
+    }
+    let g2 = g.clone();
+    let waiter = thread::spawn(move || {
+        let mut b = g2.named_session("b");
+        let mut st = b.begin();
+        assert!(st.enter().unwrap().admitted());
+    });
+    wait_for(&g, "b queued", |s| s.queued == 1);
+    // Past the quantum, the one waiter queued after it began: the holder keeps its slot and
+    // is counted as a long statement (at the first clock check, within a chunk of calls).
+    thread::sleep(Duration::from_millis(25));
+    let mut calls = 0;
+    while long(&g) == 0 {
+        assert!(calls < 4096, "no check past the quantum in {calls} calls");
+        drop(stmt.enter().unwrap());
+        calls += 1;
+    }
+    assert_eq!(long(&g), 1);
+    assert!(stmt.is_inside());
+    assert_eq!(g.stats().queued, 1, "b still waits: {}", g.snapshot());
+    assert!(
+        g.snapshot()
+            .to_string()
+            .contains("1 long statements inside"),
+        "{}",
+        g.snapshot()
+    );
+    // The renewed quantum began after b queued: at its end the holder gives way, and is no
+    // longer counted.
+    thread::sleep(Duration::from_millis(25));
+    calls = 0;
+    while stmt.is_inside() {
+        assert!(
+            calls < 4096,
+            "kept the slot for {calls} calls past its quantum"
+        );
+        drop(stmt.enter().unwrap());
+        calls += 1;
+    }
+    waiter.join().unwrap();
+    assert_eq!(long(&g), 0);
+    drop(stmt);
+    assert_eq!(g.stats().inside, 0);
+}
+
+#[test]
 fn a_step_out_for_work_keeps_the_slot_and_one_for_a_wait_frees_it() {
     let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
     let mut s = g.session();
@@ -183,7 +244,15 @@ fn a_stall_where_every_holder_blocks_undeclared_is_broken_by_the_stall_check_and
     let r = a.limit_reasons;
     assert!(r.windows >= 1 && r.idle_cpu + r.blind >= 1, "{a:?}");
     assert_eq!(
-        r.idle_cpu + r.handoff + r.blind + r.drain + r.lane + r.late + r.busy + r.bounds,
+        r.idle_cpu
+            + r.handoff
+            + r.blind
+            + r.drain
+            + r.lane
+            + r.lane_cut
+            + r.late
+            + r.busy
+            + r.bounds,
         a.limit_raises + a.limit_cuts,
         "{a:?}"
     );

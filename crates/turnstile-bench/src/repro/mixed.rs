@@ -454,8 +454,9 @@ pub fn markdown(r: &MixedReport) -> String {
          *slowdown*: the slower of them ÷ alone; *p50/p99/max ms*: latency of one point select while the scans ran; \
          *selects/s*: point selects completed ÷ the concurrent phase; \
          *limit moves* (`auto`): its controller's 20 ms windows with threads queued, and how many raised the limit \
-         because the CPUs were not all busy (idle) or busy with hand-offs (hand-off), and cut it for late grants (late) \
-         or busy CPUs (busy). \
+         because the CPUs were not all busy (idle) or busy with hand-offs (hand-off), admitted a short queue (drain), \
+         moved it to the lane beside the scans, a slot each plus the CPUs they leave (lane, and cut towards it), \
+         and cut it for late grants (late) or busy CPUs (busy); the windows read on are those whose CPU reading could not yet decide. \
          Seed 000 ran the scans only (MySQL 5.5, 9M rows, limit 1, classic): alone {:.1} s; two at once {}; {}. \
          Few tickets let short queries in between a scan's rows at the scans' cost; many keep the slot to the scan's end.\n",
         c.point_sessions,
@@ -508,8 +509,16 @@ pub fn markdown(r: &MixedReport) -> String {
             },
             match x.limit_reasons {
                 Some(r) => format!(
-                    "{} windows: idle {}, hand-off {}, drain {}, lane {}, late {}, busy {}, read on {}",
-                    r.windows, r.idle_cpu, r.handoff, r.drain, r.lane, r.late, r.busy, r.deferred
+                    "{} windows: idle {}, hand-off {}, drain {}, lane {} (cut {}), late {}, busy {}, read on {}",
+                    r.windows,
+                    r.idle_cpu,
+                    r.handoff,
+                    r.drain,
+                    r.lane,
+                    r.lane_cut,
+                    r.late,
+                    r.busy,
+                    r.deferred
                 ),
                 None => "–".into(),
             }

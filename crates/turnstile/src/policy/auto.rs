@@ -25,8 +25,9 @@
 //! * **A limit that finds itself** ([`LimitController`]): starts at the CPUs the process may
 //!   use; each window it grows while threads queue yet the CPUs are not all busy, decays
 //!   towards the CPU count while they are all busy, and is cut by a quarter when grantees
-//!   run late while the CPUs are busy; while a long statement keeps its slot past its
-//!   quantum beside waiters, it keeps one slot past the CPUs for those that turn over. The
+//!   run late while the CPUs are busy; beside long statements (holders that spend whole
+//!   quanta while others queue) it keeps a lane: a slot for each and the CPUs they leave, at
+//!   least one, for the statements that turn over. The
 //!   same rule, run by the one waiter that keeps the
 //!   stall watch when it finds no slot released for a stall period, is the stall detector:
 //!   slots held by threads that block where nobody declared a wait (seed 004's naive commit)
@@ -208,6 +209,32 @@ pub enum Decision {
 /// * **late** (more than an eighth of the grants started over [`LATE_GRANT`] after their
 ///   hand-off) while the CPUs are surely busy (`u − e` ≥ 0.95, or not measured): the CPUs
 ///   are oversubscribed; cut by a quarter.
+/// * **lane**: long statements hold slots (holders that spent a whole quantum while threads
+///   queued, whether they kept their slots or gave way, [`AutoCore::yields_quantum`]; `L` of
+///   them at once, the larger count of this reading and the one before, so one that gave
+///   way a moment ago still counts). The lane is a slot for each of them plus the CPUs they
+///   leave, at least one: `max(CPUs, L + 1)`. Unless the CPUs are surely idle by a CPU's
+///   worth (`u − e` ≥ `1 − 1/CPUs`), a limit below the lane is raised to it. The late cut
+///   stops at the lane. If a long statement kept its slot (the short ones are served by the
+///   other slots), a limit above the lane is also cut by a quarter towards it (not on the
+///   first reading to see long statements, which may not yet see them all), and the
+///   hand-off rule is off (the busy CPUs are the long statements'). Less than a CPU's worth idle beside
+///   them is the gaps of the lane's hand-offs, and a slot past the lane adds a runnable
+///   thread, whose fair share the kernel takes from the long statements as much as from the
+///   idle; a CPU's worth idle is a slot holder that does not run (a long statement in a wait
+///   nobody declared), and the idle rule below raises as before. Measured on `repro mixed`
+///   (two full scans beside 16 point-select sessions, 2 CPUs), in three steps alternated
+///   with the binary before each:
+///   - a floor of CPUs + 1 with the holder's rule (2026-11-26, 14 pairs): scans median
+///     2.52 → 2.14 × a lone scan (with the limit pinned at 3 they ran ~1.8 ×, at 4
+///     2.2–2.7 ×, at 2 the points' p99 was 3–4 ms);
+///   - no idle raise past it for less than a CPU's worth (28 pairs): 1.97 → 1.75 ×, worst
+///     3.41 → 2.22 × (once the faster scan ended, the CPUs read 90 % busy and the idle rule
+///     had raised to 6–7);
+///   - the lane sized by the long statements (24 pairs): 2.07 → 1.75 ×, worst 3.00 → 2.19 ×,
+///     23 of 24 runs with scans ≤ 2.1 × and point p99 ≤ 2 ms against 12 of 24 (once one
+///     scan ended, the limit of 3 let two point sessions and their extras share the CPUs
+///     with the other scan; now 2).
 /// * **idle** (`u + e` < 0.95): slots are held by threads not using a CPU (undeclared
 ///   waits, wake-ups); raise, by up to half the gap `limit × (0.97 / u − 1)` (at least 1, at
 ///   most doubling).
@@ -223,27 +250,6 @@ pub enum Decision {
 ///   the CPUs' queue and stays; late grants say the CPUs are oversubscribed.
 /// * **busy** (`u − e` ≥ 0.98) with the limit above the CPU count: every CPU is busy and
 ///   slots past the CPUs only add preemption; lower by 1.
-/// * **lane**: while a holder keeps its slot past its quantum beside waiters (a long
-///   statement beside short ones that the other slots serve,
-///   [`LimitController::observe_long_holder`]), the
-///   limit stays at least CPUs + 1: with the CPUs not surely idle at the CPU count, raise to
-///   it; the busy and late cuts stop there; and the hand-off rule is off (the CPU is the long
-///   statements', not the hand-offs'). The long statements may fill every CPU; the one slot
-///   past them keeps the short ones turning over without taking a CPU's worth from them.
-///   Measured on `repro mixed` (two full scans beside 16 point-select sessions, 2 CPUs):
-///   with the limit pinned at 3 the scans ran ~1.8 × a lone scan with point p99 ~1 ms, at
-///   4 2.2–2.7 ×, at 2 the points' p99 was 3–4 ms; the controller alone settled at 4–6, since
-///   the scans, which gave up their slots at every quantum's end, left the CPUs 10 % idle at
-///   3. With this rule and the holder's ([`AutoCore::yields_quantum`]), 14 runs alternated with the binary before:
-///   scans median 2.14 × (1.45–3.31) against 2.52 × (1.43–3.09).
-///   Beside a long statement the idle rule also needs a CPU's worth of idle (`u + e` under
-///   `1 − 1 / CPUs`): less is the gaps of the lane's hand-offs, and a raise adds a runnable
-///   thread whose fair share the kernel takes from the long statements as much as from the
-///   idle; hold at the floor instead. A CPU's worth idle is a slot holder that does not run
-///   (a long statement in a wait nobody declared), and raises as before. Measured on `repro
-///   mixed`: once the faster scan ended the CPUs read 90 % busy and the idle rule raised to
-///   6–7, and the slower scan ended at 2.2–3.4 ×; with this, 28 runs alternated with the
-///   binary before gave scans median 1.75 × (1.46–2.22) against 1.97 × (1.48–3.41).
 /// * surely inside the dead band 0.95–0.98 (or surely not idle at the CPU count), without
 ///   late grants: hold (the dead band is the hysteresis). Anything else: read on.
 /// * Without a CPU measurement (off Linux, or the first window), prompt grants or a stall in
@@ -265,8 +271,15 @@ pub struct LimitController {
     waiting: Option<u32>,
     /// A stall check ran in this window.
     stalled: bool,
-    /// A holder kept its slot past its quantum beside waiters since the reading began.
-    long: bool,
+    /// The most long statements (holders that kept their slots past a quantum beside
+    /// waiters) seen holding slots at once since the reading began; 0: none.
+    long: u32,
+    /// `long` of the reading before: the lane is sized by the larger of the two, so a long
+    /// statement that gave up its slot for a moment (and is not yet counted again) does
+    /// not take the lane below it.
+    long_before: u32,
+    /// A long statement kept its slot beside waiters since the reading began.
+    long_kept: bool,
     window_start_ns: u64,
     /// What is touched once a window. Boxed: it should not make every policy's core (an
     /// enum sized by its largest variant) larger.
@@ -312,12 +325,18 @@ pub struct LimitReasons {
     pub late: u64,
     /// Lowered by one: every CPU busy with the limit above the CPU count.
     pub busy: u64,
-    /// Raised to one above the CPUs: a statement kept its slot past its quantum beside
-    /// waiters that the other slots served within a quantum, with the CPUs not idle and the
-    /// limit at the CPUs. The long statements may fill the CPUs; one slot past them keeps
-    /// the short ones turning over (the cuts stop there too, while that lasts, and so does
-    /// the idle raise while less than a CPU's worth is idle).
+    /// Raised to the lane: statements kept their slots past their quanta beside waiters
+    /// that the other slots served within a quantum (long statements), with less than a
+    /// CPU's worth idle, and the limit below a slot for each long statement plus the CPUs
+    /// they leave (at least one). The long statements may fill the CPUs; the slots past them
+    /// keep the short ones turning over (the cuts stop there too, while that lasts, and so
+    /// does the idle raise while less than a CPU's worth is idle).
     pub lane: u64,
+    /// Cut by a quarter towards the lane: long statements held slots, less than a CPU's
+    /// worth was idle, and the limit was above the lane for two readings running. Each slot
+    /// past it adds a runnable thread whose share of the CPUs the kernel takes from the long
+    /// statements.
+    pub lane_cut: u64,
     /// Brought back within the controller's bounds (the CPUs … the maximum) after an
     /// operator set a limit outside them.
     pub bounds: u64,
@@ -339,6 +358,7 @@ impl LimitReasons {
             late: self.late.saturating_sub(earlier.late),
             busy: self.busy.saturating_sub(earlier.busy),
             lane: self.lane.saturating_sub(earlier.lane),
+            lane_cut: self.lane_cut.saturating_sub(earlier.lane_cut),
             bounds: self.bounds.saturating_sub(earlier.bounds),
             deferred: self.deferred.saturating_sub(earlier.deferred),
         }
@@ -379,7 +399,9 @@ impl LimitController {
             queued_seen: false,
             waiting: None,
             stalled: false,
-            long: false,
+            long: 0,
+            long_before: 0,
+            long_kept: false,
             window_start_ns: 0,
             tally: Box::default(),
         }
@@ -426,12 +448,17 @@ impl LimitController {
         self.waiting = Some(self.waiting.map_or(n, |w| w.max(n)));
     }
 
-    /// A holder spent its quantum with threads queued and kept its slot, since none of them
-    /// had waited that whole quantum: a long statement runs beside short ones that the other
-    /// slots serve ([`AutoCore::yields_quantum`]). Until the reading ends, the limit stays
-    /// at least one above the CPUs, and the hand-off rule is off.
-    pub fn observe_long_holder(&mut self) {
-        self.long = true;
+    /// Holders spent whole quanta with threads queued: long statements, `n` of them holding
+    /// slots at once ([`AutoCore::yields_quantum`]). The limit is raised to the lane (see
+    /// `LimitReasons::lane`) if it is below it. If `kept`, a holder kept its slot, since
+    /// none of the waiters had waited that whole quantum: the long statements run beside
+    /// short ones that the other slots serve, and until the reading ends the limit is kept
+    /// at the lane and the hand-off rule is off. (A holder that gave way instead locked a
+    /// waiter out: where the long statements hold every slot, they take turns with the
+    /// short ones a quantum at a time until the lane's raise.)
+    pub fn observe_long_holders(&mut self, n: u32, kept: bool) {
+        self.long = self.long.max(n);
+        self.long_kept |= kept;
     }
 
     /// A waiter saw no slot move for a stall period.
@@ -449,7 +476,8 @@ impl LimitController {
     fn restart(&mut self, now_ns: u64, cpu_ns: Option<u64>) {
         self.grants = 0;
         self.late = 0;
-        self.long = false;
+        self.long_before = std::mem::take(&mut self.long);
+        self.long_kept = false;
         self.tally.reading_start_ns = now_ns;
         self.tally.cpu_start_ns = cpu_ns;
     }
@@ -481,14 +509,22 @@ impl LimitController {
             self.tally.cpu_lag_ns as f64 * f64::from(self.cpus - 1) / capacity_ns
         };
         let late_signal = grants > 0 && late * 8 > grants;
-        // With a long statement keeping its slot, one slot past the CPUs stays for the
-        // statements that turn over (see `LimitReasons::lane`).
-        let floor = self.cpus + u32::from(self.long);
+        // Beside long statements, the lane (see `LimitReasons::lane`): a slot for each long
+        // statement and, for the statements that turn over, the CPUs the long ones leave,
+        // but never less than one slot.
+        let long = self.long > 0;
+        let floor = if long {
+            self.cpus.max(self.long.max(self.long_before) + 1)
+        } else {
+            self.cpus
+        };
+        // Idle by at least a CPU's worth: a slot holder that does not run.
+        let cpu_idle = 1.0 - 1.0 / f64::from(self.cpus);
         let rule = match (used, u) {
             (Some(cpu), Some(u)) => {
                 let (lo, hi) = (u - e, u + e);
                 let handoff_bound = grants > 0
-                    && !self.long
+                    && !self.long_kept
                     && hi >= U_LOW
                     && cpu / u64::from(grants) < 2 * HANDOFF_CPU.as_nanos() as u64;
                 if handoff_bound {
@@ -505,12 +541,26 @@ impl LimitController {
                             .max(floor.min(limit)),
                         |r| &mut r.late,
                     )
-                } else if self.long && hi < U_LOW && hi >= 1.0 - 1.0 / f64::from(self.cpus) {
-                    // Idle, but less than a CPU's worth, beside a long statement: the gaps of
-                    // the lane that turns over. A raise adds a runnable thread, which the
-                    // kernel's fair share takes from the long statements as much as from the
-                    // idle (see `LimitReasons::lane`): hold, at no less than the floor.
-                    Rule::Set(limit.max(floor), |r| &mut r.lane)
+                } else if long && lo >= cpu_idle && (limit < floor || self.long_kept) {
+                    // Beside long statements, less than a CPU's worth idle is the gaps of the
+                    // lane's hand-offs. A slot past the lane adds a runnable thread, whose
+                    // fair share the kernel takes from the long statements as much as from
+                    // the idle: the limit goes to the lane (raised to it, or cut by a
+                    // quarter towards it). Below the lane it is raised whether the long
+                    // statements kept their slots or gave way: where they hold every slot,
+                    // the short ones get in only when a quantum ends.
+                    if limit > floor && self.long_before == 0 {
+                        // The first reading to see long statements may not yet see them all
+                        // (each is seen at its own quantum's end): hold.
+                        Rule::Set(limit, |r| &mut r.lane_cut)
+                    } else if limit > floor {
+                        Rule::Set((limit - (limit / 4).max(1)).max(floor), |r| &mut r.lane_cut)
+                    } else {
+                        Rule::Set(floor, |r| &mut r.lane)
+                    }
+                } else if self.long_kept && hi >= cpu_idle {
+                    // A CPU's worth idle or not: read on.
+                    Rule::Defer
                 } else if hi < U_LOW {
                     let gap = limit as f64 * (U_TARGET / u.max(0.01) - 1.0) / 2.0;
                     Rule::Set(limit + (gap as u32).clamp(1, limit), |r| &mut r.idle_cpu)
@@ -527,8 +577,6 @@ impl LimitController {
                     Rule::Defer
                 } else if lo >= U_HIGH && limit > floor {
                     Rule::Set(limit - 1, |r| &mut r.busy)
-                } else if self.long && lo >= U_LOW && limit < floor {
-                    Rule::Set(floor, |r| &mut r.lane)
                 } else if lo >= U_LOW && (hi < U_HIGH || limit <= floor) {
                     Rule::Set(limit, |r| &mut r.busy)
                 } else {
@@ -655,6 +703,9 @@ pub struct AutoGauges {
     pub age_handoffs: u64,
     /// Lent slots taken back above the limit (within the allowance of twice the limit).
     pub reclaims_over: u64,
+    /// Slots held now by long statements: holders that kept their slots past a quantum
+    /// beside waiters the other slots served ([`AutoCore::yields_quantum`]).
+    pub long_holders: u32,
 }
 
 /// The shared state of `auto`. See the module documentation.
@@ -678,9 +729,15 @@ pub struct AutoCore<W> {
     /// waiter queued at the head). Written under the queue lock whenever the queue changes,
     /// read without it by holders whose quantum is over ([`AutoCore::yields_quantum`]).
     oldest_ns: AtomicU64,
-    /// A holder kept its slot past its quantum beside waiters since the controller last
-    /// ran; taken by the controller.
-    long_holder: AtomicBool,
+    /// The most holds marked as long statements' at any quantum's end with threads queued
+    /// since the controller last ran (0: none); taken by the controller.
+    long_peak: AtomicU32,
+    /// At one of those quantum ends the holder kept its slot (the waiters were served by
+    /// other slots); taken by the controller.
+    long_kept: AtomicBool,
+    /// Holders counted as long statements now: marked on their hold when they first keep
+    /// their slot past a quantum beside waiters, uncounted when the hold is given back.
+    long_holders: AtomicU32,
 }
 
 /// Releases to deliver once the core's lock is dropped.
@@ -716,7 +773,9 @@ impl<W: Clone> AutoCore<W> {
             watch_id: AtomicU64::new(0),
             nudge_pending: AtomicBool::new(false),
             oldest_ns: AtomicU64::new(u64::MAX),
-            long_holder: AtomicBool::new(false),
+            long_peak: AtomicU32::new(0),
+            long_kept: AtomicBool::new(false),
+            long_holders: AtomicU32::new(0),
         }
     }
 
@@ -981,8 +1040,10 @@ impl<W: Clone> AutoCore<W> {
 
     /// Passes a long holder seen since the controller last ran on to it (before it decides).
     fn pass_long_holder(&self, q: &mut Queue<W>) {
-        if self.long_holder.swap(false, Ordering::Relaxed) {
-            q.controller.observe_long_holder();
+        let n = self.long_peak.swap(0, Ordering::Relaxed);
+        let kept = self.long_kept.swap(false, Ordering::Relaxed);
+        if n > 0 {
+            q.controller.observe_long_holders(n, kept);
         }
     }
 
@@ -1015,6 +1076,9 @@ impl<W: Clone> AutoCore<W> {
     /// queued, and [`AutoCore::hand_off_slow`] must follow (with the time).
     #[inline]
     pub fn release(&self, hold: Hold) -> bool {
+        if hold.long {
+            self.long_holders.fetch_sub(1, Ordering::Relaxed);
+        }
         match hold.kind() {
             HoldKind::Uncounted => return false,
             HoldKind::Lifo => {
@@ -1254,20 +1318,52 @@ impl<W: Clone> AutoCore<W> {
     /// slot up now. Yes if a waiter not yet handed a slot queued before the quantum began:
     /// the other slots' turnover has not served it within a whole quantum, so the holders
     /// lock it out. Otherwise the holder keeps its slot for another quantum (it will be
-    /// asked again), and tells the controller that a long statement keeps its slot beside
-    /// waiters that other slots serve ([`LimitController::observe_long_holder`]). Lock-free:
-    /// two loads. A stale reading is harmless: a waiter served a moment ago makes the holder
+    /// asked again), marks `hold` as a long statement's (counted in
+    /// [`AutoCore::long_holders`] until the hold is given back), and tells the controller
+    /// that long statements keep their slots beside waiters that other slots serve
+    /// ([`LimitController::observe_long_holders`]). Lock-free: two loads (and one increment
+    /// the first time a hold is marked). A stale reading is harmless: a waiter served a moment ago makes the holder
     /// give way once more than needed, and one queued a moment ago is seen at the next
     /// quantum's end.
-    pub fn yields_quantum(&self, quantum_start_ns: u64) -> bool {
+    pub fn yields_quantum(&self, quantum_start_ns: u64, hold: &mut Hold) -> bool {
         if !self.has_waiters() {
             return false;
         }
+        // A whole quantum spent with threads queued: a long statement's, whether it keeps its
+        // slot or gives way.
+        let n = self.mark_long(hold);
+        self.long_peak.fetch_max(n, Ordering::Relaxed);
         if self.oldest_ns.load(Ordering::Relaxed) <= quantum_start_ns {
             return true;
         }
-        self.long_holder.store(true, Ordering::Relaxed);
+        self.long_kept.store(true, Ordering::Relaxed);
         false
+    }
+
+    /// Marks `hold` as a long statement's (if it is not already) and returns how many holds
+    /// are so marked now. The driver calls it itself for a statement that was long before
+    /// it gave way and is admitted again: it is still long. Counted until the hold is given
+    /// back (`release`), so the count is exact: a hold is consumed exactly once.
+    pub fn mark_long(&self, hold: &mut Hold) -> u32 {
+        if hold.long {
+            self.long_holders.load(Ordering::Relaxed)
+        } else {
+            hold.long = true;
+            self.long_holders.fetch_add(1, Ordering::Relaxed) + 1
+        }
+    }
+
+    /// A hold whose slot a loan ([`AutoCore::lend`]) already gave back, consumed without a
+    /// release: it stops counting as a long statement's.
+    pub fn forget_lent(&self, hold: Hold) {
+        if hold.long {
+            self.long_holders.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Holders counted as long statements now ([`AutoCore::yields_quantum`]).
+    pub fn long_holders(&self) -> u32 {
+        self.long_holders.load(Ordering::Relaxed)
     }
 
     /// The limit now.
@@ -1298,6 +1394,7 @@ impl<W: Clone> AutoCore<W> {
             rejections: q.rejections,
             age_handoffs: q.age_handoffs,
             reclaims_over: q.reclaims_over,
+            long_holders: self.long_holders(),
         }
     }
 }
@@ -1565,12 +1662,21 @@ mod tests {
                 late: 1,
                 busy: 1,
                 lane: 0,
+                lane_cut: 0,
                 bounds: 0,
                 deferred: 0,
             }
         );
         assert_eq!(
-            r.idle_cpu + r.handoff + r.blind + r.drain + r.lane + r.late + r.busy + r.bounds,
+            r.idle_cpu
+                + r.handoff
+                + r.blind
+                + r.drain
+                + r.lane
+                + r.lane_cut
+                + r.late
+                + r.busy
+                + r.bounds,
             c.raises() + c.cuts()
         );
         // An operator's limit below the bounds (2 CPUs) comes back up, counted as such, even
@@ -1590,98 +1696,182 @@ mod tests {
     #[test]
     fn a_holder_past_its_quantum_gives_way_only_to_a_waiter_queued_before_its_quantum_began() {
         let core: AutoCore<u32> = AutoCore::new(params(2));
-        let a = admitted(enter(&core, 0, 0));
-        let b = admitted(enter(&core, 1, 0));
+        let mut a = admitted(enter(&core, 0, 0));
+        let mut b = admitted(enter(&core, 1, 0));
         // Nobody waits: keep, and nothing to tell the controller.
-        assert!(!core.yields_quantum(0));
-        assert!(!core.long_holder.load(Ordering::Relaxed));
+        assert!(!core.yields_quantum(0, &mut a.hold));
+        assert_eq!(core.long_peak.load(Ordering::Relaxed), 0);
+        assert!(!a.hold.is_long());
         wait_id(enter(&core, 2, 3 * MS));
         wait_id(enter(&core, 3, 4 * MS));
         // Both waiters queued after a quantum that began at 0: the holder keeps its slot,
         // and the controller learns that a long statement runs beside waiters.
-        assert!(!core.yields_quantum(0));
-        assert!(core.long_holder.swap(false, Ordering::Relaxed));
-        // One of them queued before a quantum that began at 3.5 ms: give way.
-        assert!(core.yields_quantum(7 * MS / 2));
-        assert!(!core.long_holder.load(Ordering::Relaxed));
+        assert!(!core.yields_quantum(0, &mut a.hold));
+        assert_eq!(core.long_peak.swap(0, Ordering::Relaxed), 1);
+        // The hold is marked and counted once, however many quanta it keeps.
+        assert!(a.hold.is_long());
+        assert!(!core.yields_quantum(0, &mut a.hold));
+        assert_eq!(core.long_holders(), 1);
+        assert_eq!(core.long_peak.swap(0, Ordering::Relaxed), 1);
+        assert!(core.long_kept.swap(false, Ordering::Relaxed));
+        // One of them queued before a quantum that began at 3.5 ms: give way. The whole
+        // quantum spent with threads queued marks the hold all the same (a long statement
+        // that locked a waiter out), but no keep is reported.
+        assert!(core.yields_quantum(7 * MS / 2, &mut b.hold));
+        assert!(b.hold.is_long());
+        assert_eq!(core.long_holders(), 2);
+        assert_eq!(core.long_peak.swap(0, Ordering::Relaxed), 2);
+        assert!(!core.long_kept.load(Ordering::Relaxed));
+        // A hold marked again (a long statement admitted again after it gave way) is counted
+        // once.
+        assert_eq!(core.mark_long(&mut b.hold), 2);
         // A hand-off serves the newest (3, under the age cap); the oldest not yet served is
         // still 2, queued at 3 ms.
-        let (who, d) = exit_to(&core, b.hold, 5 * MS).expect("handed off");
+        let (who, mut d) = exit_to(&core, b.hold, 5 * MS).expect("handed off");
         assert_eq!(who, 3);
-        assert!(!core.yields_quantum(2 * MS));
-        assert!(core.yields_quantum(3 * MS));
-        // Once 2 is served too, nobody waits: keep.
-        let (who, c) = exit_to(&core, d.hold, 6 * MS).expect("handed off");
+        assert!(!core.yields_quantum(2 * MS, &mut d.hold));
+        assert!(core.yields_quantum(3 * MS, &mut d.hold));
+        assert_eq!(core.long_holders(), 2);
+        assert_eq!(core.long_peak.load(Ordering::Relaxed), 2);
+        // Once 2 is served too, nobody waits: keep. The long statement that left is no
+        // longer counted.
+        let (who, mut c) = exit_to(&core, d.hold, 6 * MS).expect("handed off");
         assert_eq!(who, 2);
-        assert!(!core.yields_quantum(u64::MAX));
+        assert_eq!(core.long_holders(), 1);
+        assert!(!core.yields_quantum(u64::MAX, &mut c.hold));
         // A waiter that cancels is forgotten as the oldest.
         let e = wait_id(enter(&core, 4, 7 * MS));
-        assert!(core.yields_quantum(8 * MS));
+        assert!(core.yields_quantum(8 * MS, &mut c.hold));
         assert!(core.cancel_wait(e).is_none());
-        assert!(!core.yields_quantum(8 * MS));
+        assert!(!core.yields_quantum(8 * MS, &mut c.hold));
         for hold in [a.hold, c.hold] {
             assert!(exit_to(&core, hold, 9 * MS).is_none());
         }
         assert_eq!(core.inside(), 0);
+        assert_eq!(core.long_holders(), 0);
     }
 
     #[test]
-    fn while_a_long_statement_keeps_its_slot_the_limit_stays_one_above_the_cpus() {
+    fn a_lent_long_holders_hold_forgotten_after_its_loan_is_no_longer_counted() {
+        let core: AutoCore<u32> = AutoCore::new(params(1));
+        let mut a = admitted(enter(&core, 0, 0));
+        wait_id(enter(&core, 1, 3 * MS));
+        assert!(!core.yields_quantum(0, &mut a.hold));
+        assert_eq!(core.long_holders(), 1);
+        // The holder parks on a lock: its slot is lent to the waiter, and the session drops
+        // its hold once the loan gave the slot back.
+        assert_eq!(core.lend(4 * MS).len(), 1);
+        core.forget_lent(a.hold);
+        assert_eq!(core.long_holders(), 0);
+    }
+
+    #[test]
+    fn beside_long_statements_the_limit_keeps_a_slot_each_and_the_cpus_they_leave() {
+        // 2 CPUs, exact readings (the times and CPU readings are synthetic inputs).
         let mut c = LimitController::new(2, 2, 64);
         c.decide(2, 0, Some(0));
-        // 99 % busy at the CPU count, a long statement kept its slot beside waiters: one
-        // more slot, for the statements that turn over.
+        let mut t = (0, 0);
+        let mut window = |c: &mut LimitController, limit, long, busy: f64, grants: &[u64]| {
+            t.0 += 20 * MS;
+            t.1 += (40.0 * busy) as u64 * MS / 100;
+            c.observe_queue();
+            if long > 0 {
+                c.observe_long_holders(long, true);
+            }
+            for &g in grants {
+                c.observe_grant(g);
+            }
+            c.decide(limit, t.0, Some(t.1))
+        };
+        // Two long statements fill the CPUs (99 % busy at 2): one slot more, the lane for
+        // the statements that turn over.
+        assert_eq!(window(&mut c, 2, 2, 99.0, &[]), Decision::Raise(3));
+        // Busy CPUs do not take it back while they run; nor do late grants.
+        assert_eq!(window(&mut c, 3, 2, 99.0, &[]), Decision::Hold);
+        let late = [2 * MS, 0, 2 * MS, 0, 2 * MS, 0, 2 * MS, 0];
+        assert_eq!(window(&mut c, 3, 2, 99.0, &late), Decision::Hold);
+        // The busy CPUs are the long statements', not hand-offs': 1000 grants at 40 µs of
+        // CPU each raise nothing.
+        assert_eq!(window(&mut c, 3, 2, 99.0, &[0; 1000]), Decision::Hold);
+        // Three long statements on 2 CPUs: a slot each, and the lane.
+        assert_eq!(window(&mut c, 3, 3, 99.0, &[]), Decision::Raise(4));
+        // One left: it keeps a CPU, the others get the other one. Not on the first reading
+        // that sees one (a long statement that gave its slot up for a moment is back by
+        // the next), then cut to the CPUs, busy or not quite (90 %: the gaps of the lane's
+        // hand-offs).
+        assert_eq!(window(&mut c, 4, 1, 99.0, &[]), Decision::Hold);
+        assert_eq!(window(&mut c, 4, 1, 99.0, &[]), Decision::Cut(3));
+        assert_eq!(window(&mut c, 3, 1, 90.0, &[]), Decision::Cut(2));
+        assert_eq!(window(&mut c, 2, 1, 90.0, &[]), Decision::Hold);
+        // Once no statement keeps its slot past its quantum, the 90 % reading raises (idle
+        // CPUs) and busy CPUs decay the limit.
+        assert!(matches!(window(&mut c, 2, 0, 90.0, &[]), Decision::Raise(n) if n > 2));
+        assert_eq!(window(&mut c, 3, 0, 99.0, &[]), Decision::Cut(2));
+        let r = c.reasons();
+        assert_eq!(
+            (r.lane, r.lane_cut, r.busy, r.idle_cpu, r.handoff, r.late),
+            (2, 2, 1, 1, 0, 0),
+            "{r:?}"
+        );
+        assert_eq!(c.raises() + c.cuts(), 6);
+    }
+
+    #[test]
+    fn the_first_reading_to_see_long_statements_does_not_cut_towards_the_lane_and_the_next_does() {
+        // 2 CPUs, exact readings (synthetic inputs). Each long statement is seen at its own
+        // quantum's end, so the first reading may see one of two: it holds.
+        let mut c = LimitController::new(2, 2, 64);
+        c.decide(4, 0, Some(0));
         c.observe_queue();
-        c.observe_long_holder();
+        c.observe_long_holders(1, true);
+        assert_eq!(c.decide(4, 20 * MS, Some(396 * MS / 10)), Decision::Hold);
+        c.observe_queue();
+        c.observe_long_holders(1, true);
+        assert_eq!(c.decide(4, 40 * MS, Some(792 * MS / 10)), Decision::Cut(3));
+        assert_eq!(c.reasons().lane_cut, 1);
+    }
+
+    #[test]
+    fn long_statements_that_only_give_way_raise_the_limit_to_the_lane_and_cut_nothing() {
+        // Two long statements hold both slots of 2 CPUs and give way at each quantum's end
+        // (every waiter locked out): the lane is raised all the same. One that gives way
+        // beside a limit above the lane (a long transaction among short ones) moves nothing:
+        // the usual rules decide.
+        let mut c = LimitController::new(2, 2, 64);
+        c.decide(2, 0, Some(0));
+        c.observe_queue();
+        c.observe_long_holders(2, false);
         assert_eq!(
             c.decide(2, 20 * MS, Some(396 * MS / 10)),
             Decision::Raise(3)
         );
-        // Busy CPUs do not take that slot back while the long statement runs.
         c.observe_queue();
-        c.observe_long_holder();
-        assert_eq!(c.decide(3, 40 * MS, Some(792 * MS / 10)), Decision::Hold);
-        // Nor do late grants.
-        c.observe_queue();
-        c.observe_long_holder();
-        for i in 0..8 {
-            c.observe_grant(if i % 2 == 0 { 2 * MS } else { 0 });
-        }
-        assert_eq!(c.decide(3, 60 * MS, Some(1188 * MS / 10)), Decision::Hold);
-        // The busy CPUs are the long statement's, not hand-offs': 1000 grants at 40 µs of
-        // CPU each raise nothing.
-        c.observe_queue();
-        c.observe_long_holder();
-        for _ in 0..1000 {
-            c.observe_grant(0);
-        }
-        assert_eq!(c.decide(3, 80 * MS, Some(1584 * MS / 10)), Decision::Hold);
-        // Once no statement keeps its slot past its quantum, busy CPUs decay the limit.
-        c.observe_queue();
-        assert_eq!(c.decide(3, 100 * MS, Some(198 * MS)), Decision::Cut(2));
+        c.observe_long_holders(1, false);
+        c.observe_long_holders(1, false);
+        // 97 % busy at 4 (the dead band): hold, as without a long statement.
+        assert_eq!(c.decide(4, 40 * MS, Some(776 * MS / 10)), Decision::Hold);
         let r = c.reasons();
-        assert_eq!((r.lane, r.busy, r.handoff, r.late), (1, 1, 0, 0), "{r:?}");
-        assert_eq!(c.raises() + c.cuts(), 2);
+        assert_eq!((r.lane, r.lane_cut), (1, 0), "{r:?}");
     }
 
     #[test]
-    fn beside_a_long_statement_idle_under_a_cpus_worth_holds_the_lane_and_a_cpus_worth_raises() {
+    fn beside_long_statements_idle_under_a_cpus_worth_holds_the_lane_and_a_cpus_worth_raises() {
         // 2 CPUs, exact readings (the times and CPU readings are synthetic inputs).
         let mut c = LimitController::new(2, 1, 64);
         c.decide(3, 0, Some(0));
         // 90 % busy over 20 ms (36 ms of CPU) with a long statement keeping its slot: the
         // idle is the lane's gaps, under one CPU's worth. Hold at the lane, no idle raise.
         c.observe_queue();
-        c.observe_long_holder();
+        c.observe_long_holders(2, true);
         assert_eq!(c.decide(3, 20 * MS, Some(36 * MS)), Decision::Hold);
         // The same reading below the lane raises to it, and counts it there.
         c.observe_queue();
-        c.observe_long_holder();
+        c.observe_long_holders(2, true);
         assert_eq!(c.decide(2, 40 * MS, Some(72 * MS)), Decision::Raise(3));
         // 45 % busy (18 ms of CPU): a CPU's worth idle, a slot holder that does not run
         // (a long statement in a wait nobody declared): the idle rule raises.
         c.observe_queue();
-        c.observe_long_holder();
+        c.observe_long_holders(2, true);
         assert!(matches!(
             c.decide(3, 60 * MS, Some(90 * MS)),
             Decision::Raise(n) if n > 3

@@ -39,6 +39,10 @@ pub mod timer;
 
 /// The decision core a configuration calls for, built in one place for every driver (the real
 /// gate wraps the queue core in its mutex; the simulator owns it outright).
+// One per simulated run (the real gate has its own `Cores`): the largest variant's size
+// costs a run a few hundred bytes, and boxing `Auto` would add a pointer chase to every
+// admission the simulator decides.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Core<W> {
     /// `classic` or `flifo`.
@@ -115,7 +119,10 @@ impl Admission {
     pub(crate) fn new(by: AdmittedBy, hold: HoldKind, tickets: u32) -> Self {
         Admission {
             by,
-            hold: Hold(hold),
+            hold: Hold {
+                kind: hold,
+                long: false,
+            },
             tickets,
             quantum: Duration::ZERO,
         }
@@ -161,7 +168,13 @@ pub enum AdmittedBy {
 /// code can make one, so a slot cannot be given back twice, nor one that was never taken.
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "a hold must be given back through the core's exit"]
-pub struct Hold(HoldKind);
+pub struct Hold {
+    kind: HoldKind,
+    /// `auto`: the holder kept its slot past a quantum beside waiters, and is counted among
+    /// the core's long holders until this hold is given back
+    /// ([`auto::AutoCore::yields_quantum`]).
+    long: bool,
+}
 
 /// The kinds of [`Hold`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,14 +189,26 @@ pub enum HoldKind {
 }
 
 impl Hold {
+    /// A hold of `kind`, as a core's admission would issue it (tests of the cores only).
+    #[cfg(test)]
+    pub(crate) fn of(kind: HoldKind) -> Hold {
+        Hold { kind, long: false }
+    }
+
     /// What it holds.
     pub fn kind(&self) -> HoldKind {
-        self.0
+        self.kind
     }
 
     /// It is counted in the core's `inside` (a slot).
     pub fn is_counted(&self) -> bool {
-        self.0 == HoldKind::Slot
+        self.kind == HoldKind::Slot
+    }
+
+    /// `auto`: its holder is counted as a long statement (it kept its slot past a quantum
+    /// beside waiters) until the hold is given back.
+    pub fn is_long(&self) -> bool {
+        self.long
     }
 }
 

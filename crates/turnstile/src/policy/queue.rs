@@ -313,13 +313,13 @@ mod tests {
         let ids: Vec<WaitId> = (1..=3).map(|w| queue_up(&mut core, w)).collect();
         for (who, id) in (1..=3).zip(ids) {
             let r = core
-                .exit(Hold(HoldKind::Slot))
+                .exit(Hold::of(HoldKind::Slot))
                 .expect("a waiter is released");
             assert_eq!((r.waiter, r.id), (who, id));
             let a = core.finish_wait(id);
             assert_eq!((a.by, a.tickets), (AdmittedBy::HandOff, 500));
         }
-        assert_eq!(core.exit(Hold(HoldKind::Slot)), None);
+        assert_eq!(core.exit(Hold::of(HoldKind::Slot)), None);
         assert_eq!(core.inside(), 0);
     }
 
@@ -328,7 +328,7 @@ mod tests {
         let mut core = QueueCore::new(1, 500, MS10, false);
         admitted(core.enter(&mut Attempt::new(false), &0));
         let id = queue_up(&mut core, 1);
-        let r = core.exit(Hold(HoldKind::Slot)).unwrap();
+        let r = core.exit(Hold::of(HoldKind::Slot)).unwrap();
         assert_eq!(r.id, id);
         // Before the released waiter runs, it is already counted inside: a newcomer finds
         // the gate full and is told to sleep, then queue.
@@ -347,7 +347,7 @@ mod tests {
         let first = wait_id(core.enter(&mut Attempt::new(false), &1));
         // No hand-off pending yet: the FIFO rule queues.
         assert_eq!((core.fifo_pending(), core.lifo_running()), (0, 0));
-        let r = core.exit(Hold(HoldKind::Slot)).unwrap();
+        let r = core.exit(Hold::of(HoldKind::Slot)).unwrap();
         assert_eq!(r.id, first);
         assert_eq!(core.fifo_pending(), 1);
         // One released waiter has not begun to run: one newcomer may run by LIFO...
@@ -360,7 +360,7 @@ mod tests {
         core.finish_wait(first);
         assert_eq!((core.fifo_pending(), core.inside()), (0, 1));
         // A LIFO thread's exit frees no counted slot and hands nothing off.
-        assert_eq!(core.exit(Hold(HoldKind::Lifo)), None);
+        assert_eq!(core.exit(Hold::of(HoldKind::Lifo)), None);
         assert_eq!(core.lifo_running(), 0);
         assert_eq!(core.queued(), 1);
     }
@@ -373,7 +373,7 @@ mod tests {
         let b = wait_id(core.enter(&mut Attempt::new(false), &2));
         assert_eq!(core.cancel_wait(a), None);
         assert_eq!(core.queued(), 1);
-        let r = core.exit(Hold(HoldKind::Slot)).unwrap();
+        let r = core.exit(Hold::of(HoldKind::Slot)).unwrap();
         assert_eq!(r.id, b);
         // b's timer fired in the same instant its slot was handed over: it is inside.
         let adm = core
@@ -399,9 +399,12 @@ mod tests {
         assert!(core.set_limit(1).is_empty());
         assert_eq!(core.inside(), 3, "lowering the limit evicts no one");
         // Exits hand off nothing until the count is under the new limit.
-        assert_eq!(core.exit(Hold(HoldKind::Slot)), None);
-        assert_eq!(core.exit(Hold(HoldKind::Slot)), None);
-        assert_eq!(core.exit(Hold(HoldKind::Slot)).map(|r| r.id), Some(ids[2]));
+        assert_eq!(core.exit(Hold::of(HoldKind::Slot)), None);
+        assert_eq!(core.exit(Hold::of(HoldKind::Slot)), None);
+        assert_eq!(
+            core.exit(Hold::of(HoldKind::Slot)).map(|r| r.id),
+            Some(ids[2])
+        );
     }
 
     #[test]
@@ -430,6 +433,6 @@ mod tests {
         // Only the policy code can forge a Hold; a driver bug that did would otherwise wrap
         // `inside` to ~4e9 and close the gate for good.
         let mut core: QueueCore<u32> = QueueCore::new(1, 500, MS10, false);
-        let _ = core.exit(Hold(HoldKind::Slot));
+        let _ = core.exit(Hold::of(HoldKind::Slot));
     }
 }
