@@ -38,7 +38,7 @@ use crate::gate::{Gate, GateInner};
 use crate::monitor::{Counter, SessionState};
 use crate::policy::{Admission, Attempt, Hold, Step, Tickets, WaitId};
 use crate::registry::SessionShared;
-use crate::session::{give_back, record_admission};
+use crate::session::{give_back, keeps_slot_after_call, record_admission};
 use crate::sync::{lock, Arc};
 use std::sync::atomic::Ordering;
 
@@ -273,20 +273,12 @@ impl AsyncSession {
 
     /// Exit after one call: keep the slot while tickets remain, otherwise leave.
     fn exit_call(&mut self) {
-        let driver = &self.gate.driver;
-        let (hold, long_stmt) = (&mut self.hold, &mut self.long_stmt);
-        // The gate's own clock: a quantum's start is compared with the times the gate's
-        // waiters queued at ([`crate::policy::auto::AutoCore::yields_quantum`]). Both
-        // closures run only at a chunk's end, never on a ticket re-entry.
-        let keeps = self.tickets.keeps_slot(
-            || driver.precise_ns(),
-            |start| {
-                let yields = driver.yields_quantum(start, hold.as_mut());
-                *long_stmt |= hold.as_ref().is_some_and(Hold::is_long);
-                yields
-            },
-        );
-        if keeps {
+        if keeps_slot_after_call(
+            &self.gate,
+            &mut self.tickets,
+            &mut self.hold,
+            &mut self.long_stmt,
+        ) {
             self.sh.set_state(SessionState::DeclaredInside);
         } else {
             self.leave();

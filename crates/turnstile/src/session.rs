@@ -299,20 +299,12 @@ impl Session {
     /// lasts, or past it if nobody waits), otherwise leave.
     #[inline]
     fn exit_call(&mut self) {
-        let driver = &self.gate.driver;
-        let (hold, long_stmt) = (&mut self.hold, &mut self.long_stmt);
-        // The gate's own clock: a quantum's start is compared with the times the gate's
-        // waiters queued at ([`crate::policy::auto::AutoCore::yields_quantum`]). Both
-        // closures run only at a chunk's end, never on a ticket re-entry.
-        let keeps = self.tickets.keeps_slot(
-            || driver.precise_ns(),
-            |start| {
-                let yields = driver.yields_quantum(start, hold.as_mut());
-                *long_stmt |= hold.as_ref().is_some_and(Hold::is_long);
-                yields
-            },
-        );
-        if keeps {
+        if keeps_slot_after_call(
+            &self.gate,
+            &mut self.tickets,
+            &mut self.hold,
+            &mut self.long_stmt,
+        ) {
             self.sh.set_state(SessionState::DeclaredInside);
         } else {
             self.leave();
@@ -696,6 +688,30 @@ impl Session {
             Err(abort) => gate.driver.cancel_wait(id).ok_or(abort),
         }
     }
+}
+
+/// After a call's exit, for either kind of session: whether it keeps its slot
+/// ([`Tickets::keeps_slot`]). At a chunk's end past the quantum `auto` decides
+/// ([`crate::policy::auto::AutoCore::yields_quantum`]), which may mark `hold` long; the
+/// session then remembers that its statement is long (`long_stmt`). The gate's own clock:
+/// a quantum's start is compared with the times the gate's waiters queued at. Both closures
+/// run only at a chunk's end, never on a ticket re-entry.
+#[inline]
+pub(crate) fn keeps_slot_after_call(
+    gate: &GateInner,
+    tickets: &mut Tickets,
+    hold: &mut Option<Hold>,
+    long_stmt: &mut bool,
+) -> bool {
+    let driver = &gate.driver;
+    tickets.keeps_slot(
+        || driver.precise_ns(),
+        |start| {
+            let yields = driver.yields_quantum(start, hold.as_mut());
+            *long_stmt |= hold.as_ref().is_some_and(Hold::is_long);
+            yields
+        },
+    )
 }
 
 /// Publishes an admission (state, tickets, counters, the wait histogram) for a thread or an

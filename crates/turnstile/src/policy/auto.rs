@@ -347,6 +347,20 @@ pub struct LimitReasons {
 }
 
 impl LimitReasons {
+    /// The moves counted, raises and cuts (`windows` and `deferred` are not moves): equal
+    /// to the controller's raises plus cuts.
+    pub fn moves(&self) -> u64 {
+        self.idle_cpu
+            + self.handoff
+            + self.blind
+            + self.drain
+            + self.lane
+            + self.lane_cut
+            + self.late
+            + self.busy
+            + self.bounds
+    }
+
     /// The counts since `earlier` (a reading of the same gate taken before).
     pub fn since(&self, earlier: &LimitReasons) -> LimitReasons {
         LimitReasons {
@@ -1667,18 +1681,7 @@ mod tests {
                 deferred: 0,
             }
         );
-        assert_eq!(
-            r.idle_cpu
-                + r.handoff
-                + r.blind
-                + r.drain
-                + r.lane
-                + r.lane_cut
-                + r.late
-                + r.busy
-                + r.bounds,
-            c.raises() + c.cuts()
-        );
+        assert_eq!(r.moves(), c.raises() + c.cuts());
         // An operator's limit below the bounds (2 CPUs) comes back up, counted as such, even
         // in a window whose rule would lower it.
         assert_eq!(next(&mut c, 1, 40, 10, 0), Decision::Raise(2));
