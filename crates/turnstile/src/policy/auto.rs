@@ -325,17 +325,18 @@ pub struct LimitReasons {
     pub late: u64,
     /// Lowered by one: every CPU busy with the limit above the CPU count.
     pub busy: u64,
-    /// Raised to the lane: statements kept their slots past their quanta beside waiters
-    /// that the other slots served within a quantum (long statements), with less than a
-    /// CPU's worth idle, and the limit below a slot for each long statement plus the CPUs
-    /// they leave (at least one). The long statements may fill the CPUs; the slots past them
-    /// keep the short ones turning over (the cuts stop there too, while that lasts, and so
-    /// does the idle raise while less than a CPU's worth is idle).
+    /// Raised to the lane: holders spent whole quanta while threads queued (long
+    /// statements, whether they kept their slots or gave way), with less than a CPU's worth
+    /// idle, and the limit below a slot for each long statement plus the CPUs they leave (at
+    /// least one). The long statements may fill the CPUs; the slots past them keep the
+    /// short ones turning over (the late cut stops there too, and while a long statement
+    /// keeps its slot the idle raise waits for a CPU's worth idle).
     pub lane: u64,
-    /// Cut by a quarter towards the lane: long statements held slots, less than a CPU's
-    /// worth was idle, and the limit was above the lane for two readings running. Each slot
-    /// past it adds a runnable thread whose share of the CPUs the kernel takes from the long
-    /// statements.
+    /// Cut by a quarter towards the lane: a long statement kept its slot beside waiters,
+    /// less than a CPU's worth was idle, the limit was above the lane, and the reading
+    /// before also saw long statements (the first may not yet see them all). Each slot past
+    /// the lane adds a runnable thread whose share of the CPUs the kernel takes from the
+    /// long statements.
     pub lane_cut: u64,
     /// Brought back within the controller's bounds (the CPUs … the maximum) after an
     /// operator set a limit outside them.
