@@ -555,15 +555,16 @@ mod tests {
     fn the_gates_precise_clock_starts_with_the_gate_and_moves_within_a_sub_millisecond_sleep() {
         // A quantum needs a clock that moves between two of its checks (the coarse one may
         // not move for 4 ms), and one that its waiters' queueing times are read on too: each
-        // gate's own. Only the order of the readings is checked, never a duration.
+        // gate's own. Only the order of the readings is checked, never a duration (the sleeps
+        // only make each later reading strictly larger).
         let first = Driver::new(&GateConfig::new(Policy::Auto));
         std::thread::sleep(Duration::from_millis(20));
         let later = Driver::new(&GateConfig::new(Policy::Auto));
-        let (a, b) = (first.precise_ns(), later.precise_ns());
-        assert!(
-            b > 0 && b < a,
-            "a gate made 20 ms later reads {b}, the first {a}"
-        );
+        // The later gate is read first, so the first gate's reading is larger whatever the
+        // scheduler does between the two reads.
+        let b = later.precise_ns();
+        let a = first.precise_ns();
+        assert!(b > 0 && b < a, "a gate made later reads {b}, the first {a}");
         std::thread::sleep(Duration::from_micros(200));
         let c = later.precise_ns();
         assert!(c > b, "{b} then {c}");

