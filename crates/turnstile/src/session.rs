@@ -375,6 +375,12 @@ impl Session {
     /// Returns whether it was an admission. Pair it with [`Session::exit`]; end the statement
     /// with [`Session::end_statement`]. Do not mix these calls with the guards on one session.
     ///
+    /// Until `end_statement`, every call is part of one statement: tickets (or `auto`'s quantum)
+    /// carry over from call to call, and under `auto` a statement that once spent a whole
+    /// quantum while others queued stays a long statement until it ends: whenever it holds a
+    /// slot, that slot counts in the lane the controller keeps for long statements. A session that never calls `end_statement`
+    /// is one statement for its whole life.
+    ///
     /// ```
     /// use turnstile::{Gate, GateConfig, GateError, Misuse, Policy, StepOutReason};
     ///
