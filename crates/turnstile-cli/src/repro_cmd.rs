@@ -104,8 +104,9 @@ pub struct OltpArgs {
     /// Seconds per point (default 2; quick 0.5).
     #[arg(long)]
     seconds: Option<f64>,
-    /// Gate settings to run (comma-separated): classic, flifo, polling, timer, unlimited, auto.
-    /// Default: all.
+    /// Gate settings to run (comma-separated): classic, flifo, polling, timer, unlimited, auto,
+    /// and auto@L for `auto` with its limit fixed at L (the sweep `auto`'s own limit is judged
+    /// against: `--policies auto,auto@1,auto@2,auto@4,…,auto@64`). Default: all but auto@L.
     #[arg(long, value_delimiter = ',')]
     policies: Option<Vec<String>>,
     /// What the server layer does with the slot for each row sent to the client, for every
@@ -113,6 +114,14 @@ pub struct OltpArgs {
     /// a new admission) or keep (5.5+).
     #[arg(long, default_value = "force-exit")]
     row_send: String,
+    /// After the sweep, run each adaptive `auto` point at 256 threads and more beside every
+    /// setting's peak (its highest median TPS in the sweep) in this many pairs, the two points
+    /// back to back, which one first alternating, and report each pair's ratio, their median,
+    /// and the lowest median (against the strongest peak): a comparison a shared machine's
+    /// slow spells (tens of seconds, longer than a pair, shorter than a sweep) cannot tilt.
+    /// Default 0: none.
+    #[arg(long, default_value_t = 0)]
+    versus_best: usize,
     /// Folder for the TPS chart.
     #[arg(long, default_value = "reports/repro-oltp")]
     out: PathBuf,
@@ -124,7 +133,9 @@ pub struct OltpArgs {
     client: String,
     /// Repeat the whole sweep this many times (1–100): each point reports the repetition with
     /// the median TPS, the table shows the lowest and highest beside it, and the JSON every
-    /// repetition's TPS (`tps_reps`). One 2 s point moves by ±5–10 % on a shared machine.
+    /// repetition's TPS (`tps_reps`). One 2 s point moves by ±5–10 % on a shared machine. Every
+    /// sweep runs all settings at one thread count before the next, so the settings compared at
+    /// a thread count ran seconds apart.
     #[arg(long, default_value_t = 1)]
     reps: usize,
 }
@@ -261,6 +272,13 @@ fn oltp_config(a: &OltpArgs) -> Result<oltp::OltpConfig, String> {
         return Err(format!("--reps {} is out of range: 1..=100", a.reps));
     }
     c.reps = a.reps;
+    if a.versus_best > 100 {
+        return Err(format!(
+            "--versus-best {} is out of range: 0..=100",
+            a.versus_best
+        ));
+    }
+    c.versus_best = a.versus_best;
     Ok(c)
 }
 
@@ -543,7 +561,9 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
                 repro::sysbench::find().map_err(err)?;
             }
             let points = cfg.settings.len() * cfg.threads.len();
-            let mut bar = Bar::new(1 + points * (cfg.reps + usize::from(sysbench)));
+            let pairs =
+                2 * cfg.versus_best * oltp::versus_best_points(&cfg).len() * cfg.settings.len();
+            let mut bar = Bar::new(1 + points * (cfg.reps + usize::from(sysbench)) + pairs);
             let r = oltp::run(&c, &cfg, &mut bar).map_err(err);
             let r = match r {
                 Ok(mut r) if sysbench => sysbench_sweep(&c, &cfg, &r.runs, &mut bar).map(|sb| {

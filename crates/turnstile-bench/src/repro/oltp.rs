@@ -35,10 +35,10 @@ pub const STATEMENTS_PER_TXN: u32 = 14;
 pub const POINT_SELECTS: u32 = 10;
 
 /// One gate configuration of the sweep.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct GateSetting {
-    /// A label for the report.
-    pub name: &'static str,
+    /// A label for the report: the setting's name (`auto@L` for `auto` with a fixed limit).
+    pub name: String,
     /// Policy.
     #[serde(serialize_with = "ser_policy")]
     pub policy: Policy,
@@ -51,6 +51,9 @@ pub struct GateSetting {
     /// What the server layer does with the slot for each row sent to the client.
     #[serde(serialize_with = "ser_row_send")]
     pub row_send: RowSend,
+    /// `auto` with its limit held at `limit` instead of adapting (`auto@L`): a point of the
+    /// fixed-limit sweep that `auto`'s own limit is judged against.
+    pub fixed_limit: bool,
 }
 
 fn ser_row_send<S: serde::Serializer>(r: &RowSend, s: S) -> Result<S::Ok, S::Error> {
@@ -70,43 +73,45 @@ impl GateSetting {
     /// with [`RowSend::ForceExit`], as 5.0 does.
     pub fn seed_settings() -> Vec<GateSetting> {
         let classic = GateSetting {
-            name: "classic",
+            name: "classic".into(),
             policy: Policy::Classic,
             limit: 32,
             tickets: 500,
             sleep_delay_us: 10_000,
             row_send: RowSend::ForceExit,
+            fixed_limit: false,
         };
         vec![
-            classic,
+            classic.clone(),
             GateSetting {
-                name: "flifo",
+                name: "flifo".into(),
                 policy: Policy::Flifo,
                 limit: 16,
                 tickets: 500,
                 sleep_delay_us: 0,
                 row_send: RowSend::ForceExit,
+                fixed_limit: false,
             },
             GateSetting {
-                name: "polling",
+                name: "polling".into(),
                 policy: Policy::Polling,
-                ..classic
+                ..classic.clone()
             },
             GateSetting {
-                name: "timer",
+                name: "timer".into(),
                 policy: Policy::Timer,
-                ..classic
+                ..classic.clone()
             },
             GateSetting {
-                name: "unlimited",
+                name: "unlimited".into(),
                 policy: Policy::Unlimited,
                 limit: 0,
-                ..classic
+                ..classic.clone()
             },
             // Untuned, on the same server: its limit starts at the CPUs the process may use
             // and adapts; it grants a time quantum, so the tickets shown are unused.
             GateSetting {
-                name: "auto",
+                name: "auto".into(),
                 policy: Policy::Auto,
                 limit: GateConfig::new(Policy::Auto).limit,
                 ..classic
@@ -114,32 +119,64 @@ impl GateSetting {
         ]
     }
 
-    /// The setting names [`GateSetting::seed_settings`] knows, comma-separated (for errors).
-    pub fn names() -> String {
-        GateSetting::seed_settings()
-            .iter()
-            .map(|s| s.name)
-            .collect::<Vec<_>>()
-            .join(", ")
+    /// `auto` with its limit fixed at `limit` (named `auto@L`): everything else as `auto`'s.
+    pub fn auto_fixed(limit: u32) -> GateSetting {
+        GateSetting {
+            name: format!("auto@{limit}"),
+            limit,
+            fixed_limit: true,
+            ..GateSetting::seed_settings()
+                .pop()
+                .expect("the seed settings end with auto")
+        }
     }
 
-    /// The seed settings named in `names`, in the order given, each sending rows by
-    /// `row_send`. An unknown or repeated name is an error that lists the known ones.
+    /// The setting names [`GateSetting::select`] knows, comma-separated (for errors).
+    pub fn names() -> String {
+        let mut v: Vec<String> = GateSetting::seed_settings()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        v.push(format!(
+            "auto@L (auto with its limit fixed at L, 1–{})",
+            turnstile::MAX_LIMIT
+        ));
+        v.join(", ")
+    }
+
+    /// The settings named in `names`, in the order given, each sending rows by `row_send`:
+    /// the seed settings by name, and `auto@L` for `auto` with its limit fixed at L. An
+    /// unknown or repeated name is an error that lists the known ones.
     pub fn select(names: &[String], row_send: RowSend) -> Result<Vec<GateSetting>, String> {
         let all = GateSetting::seed_settings();
         let mut out: Vec<GateSetting> = Vec::new();
         for n in names {
             let n = n.trim();
-            let Some(s) = all.iter().find(|s| s.name == n) else {
-                return Err(format!(
-                    "unknown oltp setting '{n}': expected one of {}",
-                    GateSetting::names()
-                ));
+            let s = match n.strip_prefix("auto@") {
+                Some(l) => match l.parse::<u32>() {
+                    Ok(l) if (1..=turnstile::MAX_LIMIT).contains(&l) => GateSetting::auto_fixed(l),
+                    _ => {
+                        return Err(format!(
+                            "oltp setting '{n}': the fixed limit after 'auto@' must be a whole \
+                             number from 1 to {}",
+                            turnstile::MAX_LIMIT
+                        ))
+                    }
+                },
+                None => match all.iter().find(|s| s.name == n) {
+                    Some(s) => s.clone(),
+                    None => {
+                        return Err(format!(
+                            "unknown oltp setting '{n}': expected one of {}",
+                            GateSetting::names()
+                        ))
+                    }
+                },
             };
             if out.iter().any(|o| o.name == s.name) {
                 return Err(format!("oltp setting '{n}' is named twice"));
             }
-            out.push(GateSetting { row_send, ..*s });
+            out.push(GateSetting { row_send, ..s });
         }
         if out.is_empty() {
             return Err(format!(
@@ -160,6 +197,7 @@ impl GateSetting {
             .limit(self.limit)
             .tickets(self.tickets)
             .sleep_delay(Duration::from_micros(self.sleep_delay_us))
+            .adaptive_limit(!self.fixed_limit)
     }
 }
 
@@ -179,8 +217,11 @@ pub struct OltpConfig {
     pub duration: Duration,
     /// Repetitions of the whole sweep (at least 1). Each point reports the repetition with the
     /// median TPS, and every repetition's TPS in [`OltpRun::tps_reps`]. The sweeps run one after
-    /// the other, so a drift of the machine during the run spreads over every point alike.
+    /// the other, so a drift of the machine during the run spreads over every point alike; within
+    /// a sweep, every setting runs at one thread count before any runs at the next.
     pub reps: usize,
+    /// After the sweep, pairs of points run back to back for each [`VersusBest`] peak (0: none).
+    pub versus_best: usize,
 }
 
 impl OltpConfig {
@@ -194,6 +235,7 @@ impl OltpConfig {
             settings: GateSetting::seed_settings(),
             duration: Duration::from_secs(2),
             reps: 1,
+            versus_best: 0,
         }
     }
 
@@ -211,8 +253,8 @@ impl OltpConfig {
 /// One point.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct OltpRun {
-    /// Gate setting label.
-    pub policy: &'static str,
+    /// Gate setting label ([`GateSetting::name`]).
+    pub policy: String,
     /// Client threads.
     pub threads: usize,
     /// Transactions per second. With [`OltpConfig::reps`] > 1, the median repetition's, and
@@ -369,6 +411,47 @@ pub struct OltpReport {
     /// The same sweep driven by sysbench through `turnstile serve` (`--client sysbench`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sysbench: Option<super::sysbench::SysbenchSweep>,
+    /// Adaptive `auto` at [`MANY_CLIENTS`] threads and more against every setting's peak,
+    /// side by side ([`OltpConfig::versus_best`] pairs; empty without them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub versus_best: Vec<VersusBest>,
+}
+
+/// One adaptive `auto` point at many clients against every setting's peak (each setting's
+/// highest median TPS in the sweep, at whatever thread count), measured in pairs run back to
+/// back, which of the two first alternating from pair to pair. A shared machine's slow spells
+/// last tens of seconds (on the 2-core VM whole 25 s stretches ran ~15 % slow), longer than a
+/// pair (two points, ~5 s) and shorter than a sweep, so a sweep's medians can put one point in
+/// a fast spell and another in a slow one, and which point is the best of a sweep is then
+/// partly chance; a pair's two points share their spell, and the median of the pairs' ratios
+/// is a comparison drift cannot tilt. Against every setting's peak, so that the strongest one
+/// side by side is found whichever won the sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct VersusBest {
+    /// The `auto` setting measured.
+    pub policy: String,
+    /// Its client threads.
+    pub threads: usize,
+    /// Against each setting's peak, in the sweep's setting order.
+    pub against: Vec<Versus>,
+    /// The lowest of the `against` medians: this point's TPS over the strongest peak's, side
+    /// by side.
+    pub ratio: f64,
+}
+
+/// One point measured against one peak, in pairs ([`VersusBest`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Versus {
+    /// The peak's setting.
+    pub policy: String,
+    /// The peak's client threads.
+    pub threads: usize,
+    /// Each pair's TPS, `[the peak, the point measured]`, pairs in run order.
+    pub pairs: Vec<[f64; 2]>,
+    /// Each pair's ratio, the point's TPS ÷ the peak's.
+    pub ratios: Vec<f64>,
+    /// The median of `ratios` (the lower middle one for an even count).
+    pub ratio_median: f64,
 }
 
 /// A small per-thread PRNG (xorshift64*).
@@ -467,36 +550,145 @@ pub fn run(
             "oltp: repetitions must be at least 1".into(),
         ));
     }
-    // reps[i] holds point i's repetitions, points in setting-major order.
-    let mut reps: Vec<Vec<OltpRun>> = Vec::new();
+    // reps[i] holds point i's repetitions, points in setting-major order (the report's order).
+    // They run in another: thread count by thread count, every setting one after the other at
+    // each, so the settings compared at a thread count ran within seconds of each other. A
+    // shared machine's slow spells last tens of seconds (2-core VM: a whole 25 s sweep of one
+    // setting ran ~15 % below the next one's, docs/results/auto/oltp-2core-reps3-onclock-2.json);
+    // run setting by setting, one spell could sink every point of one setting's repetition.
+    let n = cfg.threads.len();
+    let mut reps: Vec<Vec<OltpRun>> = (0..cfg.settings.len() * n).map(|_| Vec::new()).collect();
     for rep in 0..cfg.reps {
         let of = if cfg.reps > 1 {
             format!(" (repetition {} of {})", rep + 1, cfg.reps)
         } else {
             String::new()
         };
-        let mut i = 0;
-        for s in &cfg.settings {
-            for &t in &cfg.threads {
+        for (ti, &t) in cfg.threads.iter().enumerate() {
+            for (si, s) in cfg.settings.iter().enumerate() {
                 if stopped() {
                     return Err(ReproError::Interrupted);
                 }
                 progress.step(&format!("oltp: {} × {t} threads{of}", s.name));
-                let run = point(&engine, cfg, s, t)?;
-                match reps.get_mut(i) {
-                    Some(v) => v.push(run),
-                    None => reps.push(vec![run]),
-                }
-                i += 1;
+                reps[si * n + ti].push(point(&engine, cfg, s, t)?);
             }
         }
     }
-    let runs = reps.into_iter().map(median_run).collect();
+    let runs: Vec<OltpRun> = reps.into_iter().map(median_run).collect();
+    let versus_best = versus_best(&engine, cfg, &runs, progress)?;
     Ok(OltpReport {
         config: cfg.clone(),
         runs,
         sysbench: None,
+        versus_best,
     })
+}
+
+/// The points [`versus_best`] measures against every setting's peak: every adaptive `auto`
+/// setting at each thread count from [`MANY_CLIENTS`], in the sweep's order.
+pub fn versus_best_points(cfg: &OltpConfig) -> Vec<(&GateSetting, usize)> {
+    cfg.settings
+        .iter()
+        .filter(|s| s.policy == Policy::Auto && !s.fixed_limit)
+        .flat_map(|s| {
+            cfg.threads
+                .iter()
+                .filter(|&&t| t >= MANY_CLIENTS)
+                .map(move |&t| (s, t))
+        })
+        .collect()
+}
+
+/// Each setting's peak point of the sweep (its highest median TPS), in setting order.
+pub fn peaks(r: &[OltpRun], settings: &[GateSetting]) -> Vec<(String, usize)> {
+    settings
+        .iter()
+        .filter_map(|s| {
+            r.iter()
+                .filter(|x| x.policy == s.name)
+                .max_by(|a, b| a.tps.total_cmp(&b.tps))
+                .map(|x| (x.policy.clone(), x.threads))
+        })
+        .collect()
+}
+
+/// Runs [`OltpConfig::versus_best`] pairs for each of [`versus_best_points`] against each
+/// setting's peak.
+fn versus_best(
+    engine: &Arc<Engine>,
+    cfg: &OltpConfig,
+    runs: &[OltpRun],
+    progress: &mut dyn Progress,
+) -> Result<Vec<VersusBest>, ReproError> {
+    let points = versus_best_points(cfg);
+    if cfg.versus_best == 0 || points.is_empty() {
+        return Ok(Vec::new());
+    }
+    let peaks = peaks(runs, &cfg.settings);
+    let n = cfg.versus_best;
+    let mut out = Vec::new();
+    for (s, t) in points {
+        let mut against = Vec::new();
+        for (peak, peak_threads) in &peaks {
+            let peak_setting = cfg
+                .settings
+                .iter()
+                .find(|x| &x.name == peak)
+                .expect("a peak's setting is one of the run's");
+            let mut pairs = Vec::with_capacity(n);
+            for pair in 0..n {
+                let mut tps = [0.0; 2];
+                // Even pairs run the peak first, odd pairs the point measured.
+                for k in [pair % 2, 1 - pair % 2] {
+                    if stopped() {
+                        return Err(ReproError::Interrupted);
+                    }
+                    let (set, threads) = if k == 0 {
+                        (peak_setting, *peak_threads)
+                    } else {
+                        (s, t)
+                    };
+                    progress.step(&format!(
+                        "oltp: {} × {t} threads beside {peak} × {peak_threads}, pair {} of {n}: {} × {threads} threads",
+                        s.name,
+                        pair + 1,
+                        set.name
+                    ));
+                    tps[k] = point(engine, cfg, set, threads)?.tps;
+                }
+                pairs.push(tps);
+            }
+            let ratios: Vec<f64> = pairs
+                .iter()
+                .map(|[b, x]| if *b > 0.0 { x / b } else { 0.0 })
+                .collect();
+            against.push(Versus {
+                policy: peak.clone(),
+                threads: *peak_threads,
+                ratio_median: lower_median(&ratios),
+                pairs,
+                ratios,
+            });
+        }
+        out.push(VersusBest {
+            policy: s.name.clone(),
+            threads: t,
+            ratio: against
+                .iter()
+                .map(|v| v.ratio_median)
+                .reduce(f64::min)
+                .unwrap_or(0.0),
+            against,
+        });
+    }
+    Ok(out)
+}
+
+/// The median of `v` (the lower middle value for an even count; 0 if empty).
+fn lower_median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0.0)
 }
 
 /// The repetition with the median TPS (the lower of the two middle ones for an even count),
@@ -590,7 +782,7 @@ fn point(
     let (c0, c1) = (&snap0.counters, &snap.counters);
     let wake = snap.wake_latency.since(&snap0.wake_latency);
     Ok(OltpRun {
-        policy: s.name,
+        policy: s.name.clone(),
         threads,
         tps,
         tps_reps: vec![tps],
@@ -668,12 +860,13 @@ pub fn measure_costs(
     progress.step(&format!("engine costs: table of {} rows", cfg.rows));
     engine.ensure_table(TABLE, cfg.rows, &mut |d, t| progress.load(d, t))?;
     let gate = GateSetting {
-        name: "polling",
+        name: "polling".into(),
         policy: Policy::Polling,
         limit: 32,
         tickets: 500,
         sleep_delay_us: 10_000,
         row_send: RowSend::Keep,
+        fixed_limit: false,
     }
     .gate()?;
     let mut c = Connection::new(engine.clone(), &gate, "costs");
@@ -913,7 +1106,8 @@ pub fn markdown(r: &OltpReport) -> String {
         let _ = writeln!(
             s,
             "Every point is the repetition with the median TPS of {} sweeps run one after the \
-             other (TPS column: median, then the lowest and highest repetition); its other figures \
+             other, each running every setting at a thread count before the next thread count \
+             (TPS column: median, then the lowest and highest repetition); its other figures \
              are that repetition's.\n",
             r.config.reps
         );
@@ -956,6 +1150,7 @@ pub fn markdown(r: &OltpReport) -> String {
     s.push_str(&census_table(r));
     s.push_str(&collapse_summary(r));
     s.push_str(&best_summary(r));
+    s.push_str(&versus_summary(r));
     if let Some(sb) = &r.sysbench {
         s.push_str(&super::sysbench::markdown(sb));
     }
@@ -1098,6 +1293,47 @@ pub fn best_summary(r: &OltpReport) -> String {
     s
 }
 
+/// [`OltpReport::versus_best`] for people: each point's ratio to the strongest peak, and its
+/// median and pairs against every peak.
+pub fn versus_summary(r: &OltpReport) -> String {
+    use std::fmt::Write;
+    let Some(first) = r.versus_best.first() else {
+        return String::new();
+    };
+    let mut s = format!(
+        "\nSide by side with every setting's peak, {} pairs of points run back to back, which \
+         one first alternating (TPS ÷ the peak's in the same pair: the lowest median over the \
+         peaks; then each peak's median and pairs):\n\n",
+        first.against.first().map_or(0, |v| v.pairs.len())
+    );
+    for v in &r.versus_best {
+        let _ = writeln!(
+            s,
+            "- {} at {} threads: **{:.0} %**",
+            v.policy,
+            v.threads,
+            100.0 * v.ratio
+        );
+        for a in &v.against {
+            let each: Vec<String> = a
+                .pairs
+                .iter()
+                .zip(&a.ratios)
+                .map(|([b, x], q)| format!("{:.0} % ({x:.0} ÷ {b:.0})", 100.0 * q))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  - beside {} at {} threads: {:.0} %; {}",
+                a.policy,
+                a.threads,
+                100.0 * a.ratio_median,
+                each.join(", ")
+            );
+        }
+    }
+    s
+}
+
 /// Each setting's TPS at the highest thread count over its own peak.
 pub fn collapse_summary(r: &OltpReport) -> String {
     use std::fmt::Write;
@@ -1151,10 +1387,31 @@ mod tests {
             settings: GateSetting::seed_settings(),
             duration: Duration::from_millis(50),
             reps: 1,
+            versus_best: 0,
         };
         drop(engine);
-        let r = run(&common, &cfg, &mut super::super::Quiet).unwrap();
+        let mut steps = Steps::default();
+        let r = run(&common, &cfg, &mut steps).unwrap();
         assert_eq!(r.runs.len(), GateSetting::seed_settings().len() * 2);
+        // Every setting at one thread count before the next; the report setting by setting.
+        let order: Vec<String> = [1, 3]
+            .iter()
+            .flat_map(|t| {
+                cfg.settings
+                    .iter()
+                    .map(move |s| format!("oltp: {} × {t} threads", s.name))
+            })
+            .collect();
+        assert_eq!(steps.0[1..], order[..], "the run order");
+        assert_eq!(
+            r.runs
+                .iter()
+                .map(|x| (x.policy.as_str(), x.threads))
+                .collect::<Vec<_>>()[..4],
+            [("classic", 1), ("classic", 3), ("flifo", 1), ("flifo", 3)],
+            "the report's order"
+        );
+        assert!(r.versus_best.is_empty(), "no pairs asked for");
         assert!(r.runs.iter().any(|x| x.tps > 0.0));
         assert!(r.runs.iter().all(|x| x.row_send == "force-exit"));
         for x in &r.runs {
@@ -1229,6 +1486,114 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// Progress that keeps every step's text.
+    #[derive(Default)]
+    struct Steps(Vec<String>);
+
+    impl Progress for Steps {
+        fn step(&mut self, what: &str) {
+            self.0.push(what.to_string());
+        }
+        fn load(&mut self, _: u64, _: u64) {}
+    }
+
+    #[test]
+    fn versus_best_runs_adaptive_auto_at_many_clients_beside_every_settings_peak_in_alternating_pairs(
+    ) {
+        let dir =
+            std::env::temp_dir().join(format!("turnstile-repro-versus-{}", std::process::id()));
+        let common = Common {
+            data_dir: dir.clone(),
+            fsync_delay: Some(Duration::ZERO),
+        };
+        let names = ["polling", "auto", "auto@2"].map(String::from);
+        let cfg = OltpConfig {
+            rows: 2000,
+            range: 100,
+            threads: vec![2, MANY_CLIENTS],
+            settings: GateSetting::select(&names, RowSend::Keep).unwrap(),
+            duration: Duration::from_millis(40),
+            reps: 1,
+            versus_best: 2,
+        };
+        let points = versus_best_points(&cfg);
+        assert_eq!(
+            points
+                .iter()
+                .map(|(s, t)| (s.name.as_str(), *t))
+                .collect::<Vec<_>>(),
+            [("auto", MANY_CLIENTS)],
+            "adaptive auto only (not auto@2), at many clients only"
+        );
+        let mut steps = Steps::default();
+        let r = run(&common, &cfg, &mut steps).unwrap();
+        let peaks = peaks(&r.runs, &cfg.settings);
+        assert_eq!(
+            peaks.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+            ["polling", "auto", "auto@2"],
+            "one peak per setting, in setting order"
+        );
+        for (p, t) in &peaks {
+            let best = r.runs.iter().filter(|x| &x.policy == p).map(|x| x.tps);
+            let at = r
+                .runs
+                .iter()
+                .find(|x| &x.policy == p && x.threads == *t)
+                .unwrap();
+            assert_eq!(
+                at.tps,
+                best.reduce(f64::max).unwrap(),
+                "{p}'s highest point"
+            );
+        }
+        assert_eq!(r.versus_best.len(), 1);
+        let v = &r.versus_best[0];
+        assert_eq!((v.policy.as_str(), v.threads), ("auto", MANY_CLIENTS));
+        assert_eq!(v.against.len(), 3);
+        for (a, (p, t)) in v.against.iter().zip(&peaks) {
+            assert_eq!((&a.policy, a.threads), (p, *t));
+            assert_eq!(a.pairs.len(), 2);
+            for ([b, x], q) in a.pairs.iter().zip(&a.ratios) {
+                assert!(*b > 0.0 && *x > 0.0, "{a:?}");
+                assert_eq!(*q, x / b);
+            }
+            assert!(a.ratios.contains(&a.ratio_median), "{a:?}");
+        }
+        let lowest = v.against.iter().map(|a| a.ratio_median).reduce(f64::min);
+        assert_eq!(Some(v.ratio), lowest, "against the strongest peak");
+        // 3 peaks × 2 pairs × 2 points after the sweep; pair 1 runs the peak first, pair 2
+        // the point measured first.
+        assert_eq!(steps.0.len(), 1 + 3 * 2 + 3 * 2 * 2);
+        let (p, t) = &peaks[0];
+        let head = format!("oltp: auto × {MANY_CLIENTS} threads beside {p} × {t}");
+        assert_eq!(
+            steps.0[7..11],
+            [
+                format!("{head}, pair 1 of 2: {p} × {t} threads"),
+                format!("{head}, pair 1 of 2: auto × {MANY_CLIENTS} threads"),
+                format!("{head}, pair 2 of 2: auto × {MANY_CLIENTS} threads"),
+                format!("{head}, pair 2 of 2: {p} × {t} threads"),
+            ]
+        );
+        let md = markdown(&r);
+        assert!(
+            md.contains("Side by side with every setting's peak, 2 pairs"),
+            "{md}"
+        );
+        assert!(
+            md.contains(&format!(
+                "- auto at {MANY_CLIENTS} threads: **{:.0} %**",
+                100.0 * v.ratio
+            )),
+            "{md}"
+        );
+        assert!(
+            md.contains(&format!("  - beside {p} at {t} threads: ")),
+            "{md}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     #[test]
     fn a_point_with_repetitions_is_its_median_repetition_and_keeps_every_tps() {
         let run = |tps: f64, p99_ms: f64| OltpRun {
@@ -1260,8 +1625,8 @@ mod tests {
         let mut cfg = OltpConfig::quick();
         cfg.settings =
             GateSetting::select(&["classic".into(), "auto".into()], RowSend::ForceExit).unwrap();
-        let run = |policy: &'static str, threads: usize, tps: f64| OltpRun {
-            policy,
+        let run = |policy: &str, threads: usize, tps: f64| OltpRun {
+            policy: policy.into(),
             threads,
             tps,
             tps_reps: vec![tps],
@@ -1277,6 +1642,7 @@ mod tests {
                 run("auto", 1024, 1500.0),
             ],
             sysbench: None,
+            versus_best: Vec::new(),
         };
         let s = best_summary(&r);
         assert!(s.contains("(classic at 32 threads, 2000 TPS)"), "{s}");
@@ -1296,8 +1662,29 @@ mod tests {
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let s = GateSetting::select(&names(&["flifo", "classic"]), RowSend::Keep).unwrap();
         assert_eq!(
-            s.iter().map(|s| s.name).collect::<Vec<_>>(),
+            s.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
             ["flifo", "classic"]
+        );
+        assert!(s
+            .iter()
+            .all(|s| !s.fixed_limit && s.config().adaptive_limit));
+        // auto@L: auto with its limit fixed at L; the rest is auto's.
+        let f = GateSetting::select(&names(&["auto", "auto@8"]), RowSend::Keep).unwrap();
+        assert_eq!(f[1].name, "auto@8");
+        assert_eq!(
+            (f[1].policy, f[1].limit, f[1].fixed_limit),
+            (Policy::Auto, 8, true)
+        );
+        assert!(f[0].config().adaptive_limit && !f[1].config().adaptive_limit);
+        assert_eq!(f[1].row_send, RowSend::Keep);
+        for bad in ["auto@0", "auto@x", "auto@", "auto@1001", "auto@-1"] {
+            let e = GateSetting::select(&names(&[bad]), RowSend::Keep).unwrap_err();
+            assert!(e.contains(bad) && e.contains("from 1 to 1000"), "{e}");
+        }
+        assert!(
+            GateSetting::select(&names(&["auto@4", "auto@4"]), RowSend::Keep)
+                .unwrap_err()
+                .contains("twice")
         );
         assert!(s.iter().all(|s| s.row_send == RowSend::Keep));
         assert_eq!(
@@ -1306,7 +1693,8 @@ mod tests {
         );
         let e = GateSetting::select(&names(&["classic", "fifo"]), RowSend::Keep).unwrap_err();
         assert!(
-            e.contains("'fifo'") && e.contains("classic, flifo, polling, timer, unlimited"),
+            e.contains("'fifo'")
+                && e.contains("classic, flifo, polling, timer, unlimited, auto, auto@L"),
             "{e}"
         );
         assert!(

@@ -269,7 +269,7 @@ pub fn run(bin: &Path, inv: &Invocation, grace: Duration) -> Result<SysbenchResu
 #[derive(Debug, Clone, Serialize)]
 pub struct SysbenchRun {
     /// Gate setting label (as in the built-in sweep).
-    pub policy: &'static str,
+    pub policy: String,
     /// sysbench threads = connections = server threads.
     pub threads: usize,
     /// Transactions per second (sysbench's own figure).
@@ -356,7 +356,7 @@ pub fn sweep(
             let c1 = gate.stats().counters;
             let txns = r.transactions.max(1) as f64;
             runs.push(SysbenchRun {
-                policy: s.name,
+                policy: s.name.clone(),
                 threads,
                 tps: r.tps,
                 qps: r.qps,
@@ -391,8 +391,8 @@ pub fn sweep(
 /// point, and their difference; returns the largest difference (0 when nothing compares).
 fn compare_shapes(runs: &mut [SysbenchRun], builtin: &[super::oltp::OltpRun]) -> f64 {
     let mut worst = 0.0f64;
-    let policies: Vec<&'static str> = {
-        let mut v: Vec<&'static str> = runs.iter().map(|r| r.policy).collect();
+    let policies: Vec<String> = {
+        let mut v: Vec<String> = runs.iter().map(|r| r.policy.clone()).collect();
         v.dedup();
         v
     };
@@ -554,9 +554,9 @@ Threads fairness:
         }
     }
 
-    fn sb(policy: &'static str, threads: usize, tps: f64) -> SysbenchRun {
+    fn sb(policy: &str, threads: usize, tps: f64) -> SysbenchRun {
         SysbenchRun {
-            policy,
+            policy: policy.into(),
             threads,
             tps,
             qps: 0.0,
@@ -590,7 +590,7 @@ Threads fairness:
             ("flifo", 4, 1000.0),
         ] {
             builtin.push(crate::repro::oltp::OltpRun {
-                policy: p,
+                policy: p.into(),
                 threads: t,
                 tps,
                 ..Default::default()
