@@ -279,6 +279,13 @@ fn oltp_config(a: &OltpArgs) -> Result<oltp::OltpConfig, String> {
         ));
     }
     c.versus_best = a.versus_best;
+    if c.versus_best > 0 && oltp::versus_best_points(&c).is_empty() {
+        return Err(format!(
+            "--versus-best measures the adaptive auto setting at {} threads or more: add auto \
+             to --policies and such a count to --threads",
+            oltp::MANY_CLIENTS
+        ));
+    }
     Ok(c)
 }
 

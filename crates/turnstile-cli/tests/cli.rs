@@ -340,6 +340,41 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
         "the median repetition"
     );
 
+    // Side by side: auto at 256 threads beside each setting's peak, one pair each.
+    let out = tiny_oltp(
+        d,
+        &charts,
+        &[
+            "--threads",
+            "2,256",
+            "--policies",
+            "polling,auto",
+            "--versus-best",
+            "1",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let vb = v["versus_best"].as_array().unwrap();
+    assert_eq!(vb.len(), 1, "{vb:?}");
+    assert_eq!(
+        (vb[0]["policy"].as_str(), vb[0]["threads"].as_u64()),
+        (Some("auto"), Some(256))
+    );
+    let against = vb[0]["against"].as_array().unwrap();
+    assert_eq!(
+        against
+            .iter()
+            .map(|a| a["policy"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["polling", "auto"]
+    );
+    let lowest = against
+        .iter()
+        .map(|a| a["ratio_median"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(vb[0]["ratio"].as_f64(), Some(lowest));
+
     let charts = temp("repro-pileup-charts");
     let out = turnstile(&[
         "repro",
@@ -547,6 +582,40 @@ fn repro_bad_input_exits_2_and_writes_nothing() {
         (
             vec!["repro", "oltp", "--data-dir", d, "--reps", "0"],
             "--reps 0 is out of range: 1..=100",
+        ),
+        (
+            vec!["repro", "oltp", "--data-dir", d, "--policies", "auto@0"],
+            "the fixed limit after 'auto@' must be a whole number from 1 to 1000",
+        ),
+        (
+            vec![
+                "repro",
+                "oltp",
+                "--data-dir",
+                d,
+                "--policies",
+                "classic,auto@4",
+                "--versus-best",
+                "3",
+            ],
+            "--versus-best measures the adaptive auto setting at 256 threads or more",
+        ),
+        (
+            vec![
+                "repro",
+                "oltp",
+                "--data-dir",
+                d,
+                "--threads",
+                "1,64",
+                "--versus-best",
+                "3",
+            ],
+            "--versus-best measures the adaptive auto setting",
+        ),
+        (
+            vec!["repro", "oltp", "--data-dir", d, "--versus-best", "101"],
+            "--versus-best 101 is out of range: 0..=100",
         ),
         (
             vec!["repro", "mixed", "--data-dir", d, "--policies", "classic"],
