@@ -6,11 +6,14 @@
 //! * [`async_gate`] — the async line of `bench gate`: the async session beside
 //!   `tokio::sync::Semaphore`.
 //! * [`live`] — the gates running now, for exporting metrics during long runs.
+//! * [`competing`] — CPU-bound processes in sessions of their own, competing with a run for
+//!   the CPUs (`repro oltp --competing-processes`).
 //! * `machine` (Linux) — `turnstile calibrate`: this machine's parameters for the simulator.
 
 pub mod async_gate;
 pub mod baseline;
 pub mod chart;
+pub mod competing;
 pub mod gate;
 pub mod live;
 #[cfg(target_os = "linux")]

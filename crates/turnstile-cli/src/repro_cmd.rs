@@ -138,6 +138,12 @@ pub struct OltpArgs {
     /// a thread count ran seconds apart.
     #[arg(long, default_value_t = 1)]
     reps: usize,
+    /// Run this many CPU-bound processes beside the whole run (0–64), each in a session of its
+    /// own: another service's share of the CPUs, which does not shrink however many threads
+    /// the run has (the kernel's autogroup, or a service manager's cgroups). Built-in client
+    /// only. Default 0: none.
+    #[arg(long, default_value_t = 0)]
+    competing_processes: u32,
 }
 
 #[derive(Args)]
@@ -279,6 +285,19 @@ fn oltp_config(a: &OltpArgs) -> Result<oltp::OltpConfig, String> {
         ));
     }
     c.versus_best = a.versus_best;
+    if a.competing_processes > 64 {
+        return Err(format!(
+            "--competing-processes {} is out of range: 0..=64",
+            a.competing_processes
+        ));
+    }
+    if a.competing_processes > 0 && a.client != "builtin" {
+        return Err(
+            "--competing-processes runs beside the built-in client only: drop --client sysbench"
+                .into(),
+        );
+    }
+    c.competing_processes = a.competing_processes;
     if c.versus_best > 0 && oltp::versus_best_points(&c).is_empty() {
         return Err(format!(
             "--versus-best measures the adaptive auto setting at {} threads or more: add auto \

@@ -375,6 +375,43 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
         .fold(f64::INFINITY, f64::min);
     assert_eq!(vb[0]["ratio"].as_f64(), Some(lowest));
 
+    // Beside a competing CPU-bound process: the run says so, in the JSON and the report.
+    if cfg!(unix) {
+        let out = tiny_oltp(
+            d,
+            &charts,
+            &[
+                "--threads",
+                "4",
+                "--policies",
+                "auto",
+                "--competing-processes",
+                "1",
+                "--json",
+            ],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["config"]["competing_processes"].as_u64(), Some(1));
+        assert_eq!(v["runs"].as_array().unwrap().len(), 1);
+        let out = tiny_oltp(
+            d,
+            &charts,
+            &[
+                "--threads",
+                "4",
+                "--policies",
+                "auto",
+                "--competing-processes",
+                "1",
+            ],
+        );
+        let md = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            md.contains("**Shared machine:** 1 CPU-bound process(es) ran beside the whole run"),
+            "{md}"
+        );
+    }
+
     let charts = temp("repro-pileup-charts");
     let out = turnstile(&[
         "repro",
@@ -616,6 +653,30 @@ fn repro_bad_input_exits_2_and_writes_nothing() {
         (
             vec!["repro", "oltp", "--data-dir", d, "--versus-best", "101"],
             "--versus-best 101 is out of range: 0..=100",
+        ),
+        (
+            vec![
+                "repro",
+                "oltp",
+                "--data-dir",
+                d,
+                "--competing-processes",
+                "65",
+            ],
+            "--competing-processes 65 is out of range: 0..=64",
+        ),
+        (
+            vec![
+                "repro",
+                "oltp",
+                "--data-dir",
+                d,
+                "--competing-processes",
+                "1",
+                "--client",
+                "sysbench",
+            ],
+            "--competing-processes runs beside the built-in client only",
         ),
         (
             vec!["repro", "mixed", "--data-dir", d, "--policies", "classic"],

@@ -222,6 +222,9 @@ pub struct OltpConfig {
     pub reps: usize,
     /// After the sweep, pairs of points run back to back for each [`VersusBest`] peak (0: none).
     pub versus_best: usize,
+    /// CPU-bound processes, each in a session of its own, running beside the whole run
+    /// ([`crate::competing`]): another service's share of the CPUs. 0: none.
+    pub competing_processes: u32,
 }
 
 impl OltpConfig {
@@ -236,6 +239,7 @@ impl OltpConfig {
             duration: Duration::from_secs(2),
             reps: 1,
             versus_best: 0,
+            competing_processes: 0,
         }
     }
 
@@ -550,6 +554,19 @@ pub fn run(
             "oltp: repetitions must be at least 1".into(),
         ));
     }
+    // Started after the table is loaded, stopped (killed) when the run returns.
+    let _competing = if cfg.competing_processes > 0 {
+        let c = crate::competing::Competing::start(cfg.competing_processes)
+            .map_err(|e| ReproError::BadInput(format!("oltp: competing processes: {e}")))?;
+        progress.step(&format!(
+            "oltp: {} competing CPU-bound process(es) running, each in its own session (pids {:?})",
+            cfg.competing_processes,
+            c.pids()
+        ));
+        Some(c)
+    } else {
+        None
+    };
     // reps[i] holds point i's repetitions, points in setting-major order (the report's order).
     // They run in another: thread count by thread count, every setting one after the other at
     // each, so the settings compared at a thread count ran within seconds of each other. A
@@ -1095,6 +1112,15 @@ pub fn markdown(r: &OltpReport) -> String {
         "Seed context switches per transaction at 1024 threads (vmstat cs/s ÷ TPS): FIFO {:.0}, FLIFO {:.0}.\n",
         SEED_CS_PER_TXN.1, SEED_CS_PER_TXN.0
     );
+    if r.config.competing_processes > 0 {
+        let _ = writeln!(
+            s,
+            "**Shared machine:** {} CPU-bound process(es) ran beside the whole run, each in a session \
+             of its own (the kernel gives each session its own share of the CPUs, as a service \
+             manager gives each service one).\n",
+            r.config.competing_processes
+        );
+    }
     if r.config.reps > 1 {
         let _ = writeln!(
             s,
@@ -1381,6 +1407,7 @@ mod tests {
             duration: Duration::from_millis(50),
             reps: 1,
             versus_best: 0,
+            competing_processes: 0,
         };
         drop(engine);
         let mut steps = Steps::default();
@@ -1508,6 +1535,7 @@ mod tests {
             duration: Duration::from_millis(40),
             reps: 1,
             versus_best: 2,
+            competing_processes: 0,
         };
         let points = versus_best_points(&cfg);
         assert_eq!(
