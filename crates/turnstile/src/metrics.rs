@@ -46,6 +46,7 @@
 //! | `turnstile_gate_long_holders` | gauge | `gate` | `auto`: [`crate::AutoStats::long_holders`] |
 //! | `turnstile_gate_limit_cuts_late_total` | counter | `gate` | `auto`: [`crate::LimitReasons::late`] |
 //! | `turnstile_gate_limit_cuts_busy_total` | counter | `gate` | `auto`: [`crate::LimitReasons::busy`] |
+//! | `turnstile_gate_limit_cuts_fruitless_total` | counter | `gate` | `auto`: [`crate::LimitReasons::fruitless`] |
 //! | `turnstile_gate_limit_bounds_total` | counter | `gate` | `auto`: [`crate::LimitReasons::bounds`] |
 //! | `turnstile_gate_limit_deferred_total` | counter | `gate` | `auto`: [`crate::LimitReasons::deferred`] (windows whose CPU reading was too short to decide) |
 //! | `turnstile_gate_stall_checks_total` | counter | `gate` | `auto`: [`crate::AutoStats::stall_ticks`] |
@@ -397,6 +398,11 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
         "turnstile_gate_limit_cuts_busy_total",
         "auto: cuts by one with every CPU busy and the limit above the CPU count.",
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.busy)),
+    ),
+    counter(
+        "turnstile_gate_limit_cuts_fruitless_total",
+        "auto: idle raises undone because they did not raise the CPU use (the idle CPUs were another process's or cgroup's).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.fruitless)),
     ),
     counter(
         "turnstile_gate_limit_bounds_total",

@@ -364,7 +364,7 @@ impl fmt::Display for GateSnapshot {
         if let Some(a) = &self.auto {
             writeln!(
                 f,
-                "auto: {} extra running, {} pending, {}, {} long statements inside; limit raised {} times (idle CPUs {}, hand-offs {}, unmeasured {}, queue admitted {}, to the lane beside long statements {}), cut {} times (late grants {}, busy CPUs {}, towards the lane {}), {} windows read on, {} stall checks, {} age hand-offs, {} refused",
+                "auto: {} extra running, {} pending, {}, {} long statements inside; limit raised {} times (idle CPUs {}, hand-offs {}, unmeasured {}, queue admitted {}, to the lane beside long statements {}), cut {} times (late grants {}, busy CPUs {}, towards the lane {}, idle raises undone {}), {} windows read on, {} stall checks, {} age hand-offs, {} refused",
                 a.extra,
                 a.pending,
                 if a.starving { "serving the oldest" } else { "hot first" },
@@ -379,6 +379,7 @@ impl fmt::Display for GateSnapshot {
                 a.limit_reasons.late,
                 a.limit_reasons.busy,
                 a.limit_reasons.lane_cut,
+                a.limit_reasons.fruitless,
                 a.limit_reasons.deferred,
                 a.stall_ticks,
                 a.age_handoffs,

@@ -509,7 +509,7 @@ pub fn markdown(r: &MixedReport) -> String {
             },
             match x.limit_reasons {
                 Some(r) => format!(
-                    "{} windows: idle {}, hand-off {}, drain {}, lane {} (cut {}), late {}, busy {}, read on {}",
+                    "{} windows: idle {}, hand-off {}, drain {}, lane {} (cut {}), late {}, busy {}, undone {}, read on {}",
                     r.windows,
                     r.idle_cpu,
                     r.handoff,
@@ -518,6 +518,7 @@ pub fn markdown(r: &MixedReport) -> String {
                     r.lane_cut,
                     r.late,
                     r.busy,
+                    r.fruitless,
                     r.deferred
                 ),
                 None => "–".into(),
