@@ -377,35 +377,19 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
 
     // Beside a competing CPU-bound process: the run says so, in the JSON and the report.
     if cfg!(unix) {
-        let out = tiny_oltp(
-            d,
-            &charts,
-            &[
-                "--threads",
-                "4",
-                "--policies",
-                "auto",
-                "--competing-processes",
-                "1",
-                "--json",
-            ],
-        );
+        let args = [
+            "--threads",
+            "4",
+            "--policies",
+            "auto",
+            "--competing-processes",
+            "1",
+        ];
+        let out = tiny_oltp(d, &charts, &[&args[..], &["--json"]].concat());
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["config"]["competing_processes"].as_u64(), Some(1));
         assert_eq!(v["runs"].as_array().unwrap().len(), 1);
-        let out = tiny_oltp(
-            d,
-            &charts,
-            &[
-                "--threads",
-                "4",
-                "--policies",
-                "auto",
-                "--competing-processes",
-                "1",
-            ],
-        );
-        let md = String::from_utf8_lossy(&out.stdout);
+        let md = String::from_utf8_lossy(&tiny_oltp(d, &charts, &args).stdout).into_owned();
         assert!(
             md.contains("**Shared machine:** 1 CPU-bound process(es) ran beside the whole run"),
             "{md}"

@@ -2229,6 +2229,25 @@ mod tests {
         c.decide(limit, t.0, Some(t.1))
     }
 
+    /// From a limit of 2 on 2 CPUs, windows whose CPU use is `u_at(limit)` until the
+    /// controller holds (at most 50); no window may cut. Returns the limit it holds, having
+    /// asserted that no raise was judged fruitless.
+    fn ramp(u_at: impl Fn(u32) -> f64) -> u32 {
+        let mut c = LimitController::new(2, 2, 1000);
+        let mut t = (0, 0);
+        c.decide(2, 0, Some(0));
+        let mut limit = 2;
+        for _ in 0..50 {
+            match window_at(&mut c, &mut t, limit, u_at(limit).min(0.965)) {
+                Decision::Raise(n) => limit = n,
+                Decision::Hold => break,
+                Decision::Cut(n) => panic!("cut to {n} at a limit of {limit}"),
+            }
+        }
+        assert_eq!(c.reasons().fruitless, 0);
+        limit
+    }
+
     #[test]
     fn idle_raises_that_leave_the_cpu_use_where_it_was_are_undone_and_probed_again_later() {
         // The process gets half the CPUs however many threads it runs (another process's
@@ -2273,69 +2292,26 @@ mod tests {
     #[test]
     fn idle_raises_that_raise_the_cpu_use_go_on_to_the_target() {
         // Slot holders wait where nobody declared it: each slot keeps 15 % of the 2 CPUs
-        // busy, so more slots are more CPU use, up to every CPU.
-        let mut c = LimitController::new(2, 2, 1000);
-        let mut t = (0, 0);
-        c.decide(2, 0, Some(0));
-        let mut limit = 2;
-        for _ in 0..50 {
-            let u = (0.15 * limit as f64).min(0.965);
-            match window_at(&mut c, &mut t, limit, u) {
-                Decision::Hold => {}
-                Decision::Raise(n) => limit = n,
-                Decision::Cut(n) => panic!("cut to {n} at a limit of {limit}"),
-            }
-        }
-        assert_eq!(c.reasons().fruitless, 0);
-        // 0.15 × 7 slots reaches the dead band.
-        assert_eq!(limit, 7);
+        // busy, so more slots are more CPU use, up to every CPU. Held once the CPU use
+        // reached the dead band (0.15 × 7 = 1.05, read as 0.965).
+        assert_eq!(ramp(|l| 0.15 * l as f64), 7);
     }
 
     #[test]
     fn idle_raises_for_waits_that_use_little_cpu_go_on_while_the_cpu_use_grows_with_them() {
         // Slot holders sleep most of their time (I/O nobody declared): each slot keeps 2 %
         // of the CPUs busy. The CPU use stays far from the target but doubles with the
-        // slots, so the raises go on.
-        let mut c = LimitController::new(2, 2, 1000);
-        let mut t = (0, 0);
-        c.decide(2, 0, Some(0));
-        let mut limit = 2;
-        for _ in 0..20 {
-            match window_at(&mut c, &mut t, limit, (0.02 * limit as f64).min(0.965)) {
-                Decision::Raise(n) => limit = n,
-                Decision::Hold => break,
-                Decision::Cut(n) => panic!("cut to {n} at a limit of {limit}"),
-            }
-        }
-        assert_eq!(c.reasons().fruitless, 0);
-        // Held once the CPU use reached the dead band (0.02 × 48 = 0.96).
-        assert_eq!(limit, 48);
+        // slots, so the raises go on, until the dead band (0.02 × 48 = 0.96).
+        assert_eq!(ramp(|l| 0.02 * l as f64), 48);
     }
 
     #[test]
     fn idle_raises_go_on_where_a_fixed_part_of_the_cpu_use_does_not_grow_with_the_slots() {
         // `bench gate --block-us 200`'s CPU use at fixed limits on the 2-core VM: 0.13, 0.18,
         // 0.28, 0.48 and 0.89 at 2, 4, 8, 16 and 32 (docs/results/auto), about 0.08 + 0.025
-        // per slot: a part that does not grow with the slots.
-        let mut c = LimitController::new(2, 2, 1000);
-        let mut t = (0, 0);
-        c.decide(2, 0, Some(0));
-        let mut limit = 2;
-        for _ in 0..20 {
-            match window_at(
-                &mut c,
-                &mut t,
-                limit,
-                (0.08 + 0.025 * limit as f64).min(0.965),
-            ) {
-                Decision::Raise(n) => limit = n,
-                Decision::Hold => break,
-                Decision::Cut(n) => panic!("cut to {n} at a limit of {limit}"),
-            }
-        }
-        assert_eq!(c.reasons().fruitless, 0);
-        // Held in the dead band: 0.08 + 0.025 × 35 = 0.955.
-        assert_eq!(limit, 35);
+        // per slot: a part that does not grow with the slots. Held in the dead band:
+        // 0.08 + 0.025 × 35 = 0.955.
+        assert_eq!(ramp(|l| 0.08 + 0.025 * l as f64), 35);
     }
 
     #[test]
