@@ -355,6 +355,13 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
         ],
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Only `auto` moves its limit: the others have no highest limit or reasons.
+    for r in v["runs"].as_array().unwrap() {
+        let auto = r["policy"] == "auto";
+        assert_eq!(r["limit_max"].is_u64(), auto, "{r}");
+        assert_eq!(r["limit_reasons"].is_object(), auto, "{r}");
+        assert!(r["limit_end"].is_u64(), "{r}");
+    }
     let vb = v["versus_best"].as_array().unwrap();
     assert_eq!(vb.len(), 1, "{vb:?}");
     assert_eq!(
@@ -389,6 +396,14 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["config"]["competing_processes"].as_u64(), Some(1));
         assert_eq!(v["runs"].as_array().unwrap().len(), 1);
+        // `auto`'s limit: where it ended, the highest it reached, and why it moved.
+        let run = &v["runs"][0];
+        let (end, max) = (
+            run["limit_end"].as_u64().unwrap(),
+            run["limit_max"].as_u64().unwrap(),
+        );
+        assert!(end >= 1 && max >= end, "{run}");
+        assert!(run["limit_reasons"]["fruitless"].is_u64(), "{run}");
         let md = String::from_utf8_lossy(&tiny_oltp(d, &charts, &args).stdout).into_owned();
         assert!(
             md.contains("**Shared machine:** 1 CPU-bound process(es) ran beside the whole run"),

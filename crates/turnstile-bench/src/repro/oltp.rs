@@ -332,6 +332,14 @@ pub struct OltpRun {
     /// Where the threads were, on average over the window (sampled every
     /// [`CENSUS_EVERY`]): the simulator's `at_end` census, measured.
     pub census: Census,
+    /// The limit in force at the window's end (`auto` moves it).
+    pub limit_end: u32,
+    /// `auto`: the largest limit its controller set during the point, warm-up included
+    /// (`None` for the other policies).
+    pub limit_max: Option<u32>,
+    /// `auto`: why its controller moved the limit during the window, window by window
+    /// (`None` for the other policies).
+    pub limit_reasons: Option<turnstile::LimitReasons>,
 }
 
 /// How often [`Census`] samples during a window: 50 samples a second keep the sampler's own
@@ -824,6 +832,12 @@ fn point(
         wake_p99_us: wake.quantile(0.99) as f64 / 1e3,
         wake_mean_us: wake.mean() / 1e3,
         census,
+        limit_end: snap.limit,
+        limit_max: snap.auto.map(|a| a.limit_max),
+        limit_reasons: match (snap.auto, snap0.auto) {
+            (Some(a), Some(b)) => Some(a.limit_reasons.since(&b.limit_reasons)),
+            _ => None,
+        },
     })
 }
 
@@ -1185,16 +1199,17 @@ pub fn census_table(r: &OltpReport) -> String {
          running or waiting for a core, machine-wide (`/proc/stat`); inside = the gate's count, \
          woken included; woken = granted a slot, not yet running; on gate lock = waiting for the \
          gate's own lock (classic and flifo: InnoDB 5.0's `srv_conc_mutex`); preempted/s = \
-         involuntary context switches (`ru_nivcsw`).\n\n\
-         | setting | threads | samples | runnable | inside | woken | queued | sleeping | on gate lock | preempted/s |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         involuntary context switches (`ru_nivcsw`); limit = the limit at the window's end (for \
+         `auto`, the highest it reached in brackets).\n\n\
+         | setting | threads | samples | runnable | inside | woken | queued | sleeping | on gate lock | preempted/s | limit |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         CENSUS_EVERY.as_millis()
     );
     for x in &r.runs {
         let c = &x.census;
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} |",
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {} |",
             x.policy,
             x.threads,
             c.samples,
@@ -1204,7 +1219,11 @@ pub fn census_table(r: &OltpReport) -> String {
             c.queued,
             c.sleeping,
             c.on_gate_lock,
-            x.preempted_per_s
+            x.preempted_per_s,
+            match x.limit_max {
+                Some(m) => format!("{} ({m})", x.limit_end),
+                None => x.limit_end.to_string(),
+            }
         );
     }
     s
