@@ -241,8 +241,8 @@ pub enum Decision {
 ///   most doubling). Unless the raises do not pay off (**fruitless**): once a run of idle
 ///   raises has at least doubled the limit ([`FRUITLESS_AFTER`]), the CPU use should have
 ///   grown with the slots (by `u0 × (limit / L0 − 1)` from where the run began, or to the
-///   target); if it grew by less than a quarter of that, the idle CPUs are another
-///   process's or cgroup's share, not
+///   target); if it grew by less than a quarter of that on two readings in a row (the
+///   first holds the limit), the idle CPUs are another process's or cgroup's share, not
 ///   slots waiting to be filled: back to `L0`, and no idle raise for [`FRUITLESS_BACKOFF`]
 ///   (doubling after each fruitless probe, up to [`FRUITLESS_BACKOFF_MAX`]). A stall still
 ///   raises. See `LimitController::idle_rule`.
@@ -321,6 +321,8 @@ struct Probe {
     from: u32,
     u0: f64,
     to: u32,
+    /// The last reading found the run fruitless: one more such reading undoes it.
+    suspect: bool,
 }
 
 /// A run of idle raises is judged once it has multiplied the limit by this much (one
@@ -386,8 +388,9 @@ pub struct LimitReasons {
     /// long statements.
     pub lane_cut: u64,
     /// Cut back where a run of idle raises began: the raises at least doubled the limit from
-    /// `L0`, yet the CPU use rose by less than a quarter of what growing with the slots
-    /// would have given (`u0 × (limit / L0 − 1)`, at most the way to the target). The CPUs the process
+    /// `L0`, yet on two readings in a row the CPU use had risen by less than a quarter of
+    /// what growing with the slots would have given (`u0 × (limit / L0 − 1)`, at most the
+    /// way to the target). The CPUs the process
     /// did not use were not its to take (another process's or cgroup's share, a CPU quota),
     /// so more slots only queued more threads on them. Idle raises then wait (see
     /// [`FRUITLESS_BACKOFF`]) before the next probe.
@@ -549,8 +552,10 @@ impl LimitController {
     /// use down (threads in waits nobody declared), it grows with them: a run of idle raises
     /// from `L0` to `L` (at least [`FRUITLESS_AFTER`] × `L0`) should take it from `u0` up by
     /// `u0 × (L / L0 − 1)`, or to the target if that is nearer. If it rose by less than a
-    /// quarter of that, the idle CPUs are not the process's (another process's or cgroup's
-    /// share of them): the limit goes back where the run began (`fruitless`) and
+    /// quarter of that on two readings in a row (the first only holds the limit: near the
+    /// target the quarter is within one 20 ms reading's noise), the idle CPUs are not the
+    /// process's (another process's or cgroup's share of them): the limit goes back where
+    /// the run began (`fruitless`) and
     /// idle raises wait [`FRUITLESS_BACKOFF`], doubling up to [`FRUITLESS_BACKOFF_MAX`],
     /// before the next probe. Measured on the 2-core VM with two CPU-bound processes in
     /// another session (their own scheduling group, so half the CPUs whatever the thread
@@ -574,7 +579,14 @@ impl LimitController {
                 // If the slots held the CPU use down, it grows with them, up to the target.
                 let expected =
                     (p.u0 * (f64::from(limit) / f64::from(p.from) - 1.0)).min(U_TARGET - p.u0);
-                if limit >= p.from.saturating_mul(FRUITLESS_AFTER) && u - p.u0 < expected / 4.0 {
+                let fruitless =
+                    limit >= p.from.saturating_mul(FRUITLESS_AFTER) && u - p.u0 < expected / 4.0;
+                if fruitless && !std::mem::replace(&mut p.suspect, true) {
+                    // One reading can be noise (a 20 ms reading on 2 CPUs is good to ±10 %):
+                    // hold, and judge again on the next.
+                    return Rule::Set(limit, |r| &mut r.idle_cpu);
+                }
+                if fruitless {
                     let from = p.from;
                     t.probe = None;
                     let backoff = if t.backoff_ns == 0 {
@@ -586,6 +598,7 @@ impl LimitController {
                     t.backoff_ns = (backoff * 2).min(FRUITLESS_BACKOFF_MAX.as_nanos() as u64);
                     return Rule::Set(from, |r| &mut r.fruitless);
                 }
+                p.suspect = false;
                 p.to = raised;
             }
             // A new run (or the limit was moved since: an operator, another rule).
@@ -594,6 +607,7 @@ impl LimitController {
                     from: limit,
                     u0: u,
                     to: raised,
+                    suspect: false,
                 })
             }
         }
@@ -2267,20 +2281,21 @@ mod tests {
                 }
             }
         }
-        // A run of raises to at least twice the limit, undone; the next run a second later,
-        // the one after two seconds later (the back-off doubles).
+        // A run of raises to at least twice the limit, found fruitless on two readings in a
+        // row (the first holds) and undone; the next run a second later, the one after two
+        // seconds later (the back-off doubles).
         assert_eq!(
             moves,
             [
                 (20, 3),
                 (40, 4),
-                (60, 2),
-                (1060, 3),
-                (1080, 4),
-                (1100, 2),
-                (3100, 3),
-                (3120, 4),
-                (3140, 2),
+                (80, 2),
+                (1080, 3),
+                (1100, 4),
+                (1140, 2),
+                (3140, 3),
+                (3160, 4),
+                (3200, 2),
             ]
         );
         let r = c.reasons();
@@ -2315,13 +2330,34 @@ mod tests {
     }
 
     #[test]
+    fn one_reading_that_looks_fruitless_only_holds_and_the_next_decides() {
+        let mut c = LimitController::new(2, 2, 1000);
+        let mut t = (0, 0);
+        c.decide(2, 0, Some(0));
+        // 0.3 at a limit of 2: raised to 4 (doubling).
+        assert_eq!(window_at(&mut c, &mut t, 2, 0.3), Decision::Raise(4));
+        // A noisy 0.3 at 4: the run looks fruitless; hold and read again.
+        assert_eq!(window_at(&mut c, &mut t, 4, 0.3), Decision::Hold);
+        // 0.6: the slots paid off after all; the raises go on.
+        assert!(matches!(
+            window_at(&mut c, &mut t, 4, 0.6),
+            Decision::Raise(n) if n > 4
+        ));
+        assert_eq!(c.reasons().fruitless, 0);
+    }
+
+    #[test]
     fn a_stall_raises_even_while_idle_raises_wait_after_fruitless_ones() {
         let mut c = LimitController::new(2, 2, 1000);
         let mut t = (0, 0);
         c.decide(2, 0, Some(0));
         let mut limit = 2;
-        while let Decision::Raise(n) = window_at(&mut c, &mut t, limit, 0.5) {
-            limit = n;
+        loop {
+            match window_at(&mut c, &mut t, limit, 0.5) {
+                Decision::Raise(n) => limit = n,
+                Decision::Hold => {}
+                Decision::Cut(_) => break,
+            }
         }
         assert_eq!(c.reasons().fruitless, 1);
         // Waiting: the idle rule holds ...
