@@ -748,7 +748,9 @@ impl LimitController {
             // The run of idle raises is over (another rule decided).
             tally.probe = None;
             if u.is_some_and(|u| u + e >= U_LOW) {
-                // The CPUs are in use again: the next fruitless raises wait the shortest time.
+                // The CPUs are in use again (the other process's share may be gone): idle
+                // raises may probe at once, and the next fruitless ones wait the shortest time.
+                tally.idle_resume_ns = 0;
                 tally.backoff_ns = 0;
             }
         }
@@ -2367,6 +2369,29 @@ mod tests {
         t.0 += 20 * MS;
         t.1 += 20 * MS;
         assert_eq!(c.decide(2, t.0, Some(t.1)), Decision::Raise(3));
+    }
+
+    #[test]
+    fn a_reading_with_the_cpus_in_use_ends_the_wait_after_fruitless_raises() {
+        let mut c = LimitController::new(2, 2, 1000);
+        let mut t = (0, 0);
+        c.decide(2, 0, Some(0));
+        let mut limit = 2;
+        loop {
+            match window_at(&mut c, &mut t, limit, 0.5) {
+                Decision::Raise(n) => limit = n,
+                Decision::Hold => {}
+                Decision::Cut(n) => {
+                    limit = n;
+                    break;
+                }
+            }
+        }
+        assert_eq!(window_at(&mut c, &mut t, limit, 0.5), Decision::Hold);
+        // The CPUs busy (the other process stopped) ...
+        assert_eq!(window_at(&mut c, &mut t, limit, 0.96), Decision::Hold);
+        // ... so idle CPUs afterwards are the process's own to fill: raised at once.
+        assert_eq!(window_at(&mut c, &mut t, limit, 0.5), Decision::Raise(3));
     }
 
     #[test]
