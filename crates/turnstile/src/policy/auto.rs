@@ -2245,6 +2245,23 @@ mod tests {
         c.decide(limit, t.0, Some(t.1))
     }
 
+    /// From a limit of 2, windows at a CPU use of 0.5 whatever the limit (a fixed share)
+    /// until the run of idle raises is undone; asserts it was counted as fruitless and
+    /// returns the limit it went back to.
+    fn undo_a_fixed_share_run(c: &mut LimitController, t: &mut (u64, u64)) -> u32 {
+        c.decide(2, 0, Some(0));
+        let mut limit = 2;
+        let back = loop {
+            match window_at(c, t, limit, 0.5) {
+                Decision::Raise(n) => limit = n,
+                Decision::Hold => {}
+                Decision::Cut(n) => break n,
+            }
+        };
+        assert_eq!(c.reasons().fruitless, 1);
+        back
+    }
+
     /// From a limit of 2 on 2 CPUs, windows whose CPU use is `u_at(limit)` until the
     /// controller holds (at most 50); no window may cut. Returns the limit it holds, having
     /// asserted that no raise was judged fruitless.
@@ -2267,37 +2284,38 @@ mod tests {
     #[test]
     fn idle_raises_that_leave_the_cpu_use_where_it_was_are_undone_and_probed_again_later() {
         // The process gets half the CPUs however many threads it runs (another process's
-        // share): the CPU use stays at 0.5 whatever the limit.
+        // share): the CPU use stays at 0.5 whatever the limit. The controller is time-free:
+        // its clock is the windows it is fed (`window_at`, 20 ms each), so its moves are
+        // listed by window number, not measured.
         let mut c = LimitController::new(2, 2, 1000);
         let mut t = (0, 0);
         c.decide(2, 0, Some(0));
         let mut limit = 2;
         let mut moves = Vec::new();
-        // Five seconds of windows.
-        for _ in 0..250 {
+        for window in 1..=250 {
             match window_at(&mut c, &mut t, limit, 0.5) {
                 Decision::Hold => {}
                 Decision::Raise(n) | Decision::Cut(n) => {
-                    moves.push((t.0 / MS, n));
+                    moves.push((window, n));
                     limit = n;
                 }
             }
         }
         // A run of raises to at least twice the limit, found fruitless on two readings in a
-        // row (the first holds) and undone; the next run a second later, the one after two
-        // seconds later (the back-off doubles).
+        // row (window 3 holds) and undone in window 4; the next run 50 windows later (the
+        // 1 s back-off), the one after that 100 windows later (the back-off doubles).
         assert_eq!(
             moves,
             [
-                (20, 3),
-                (40, 4),
-                (80, 2),
-                (1080, 3),
-                (1100, 4),
-                (1140, 2),
-                (3140, 3),
-                (3160, 4),
-                (3200, 2),
+                (1, 3),
+                (2, 4),
+                (4, 2),
+                (54, 3),
+                (55, 4),
+                (57, 2),
+                (157, 3),
+                (158, 4),
+                (160, 2),
             ]
         );
         let r = c.reasons();
@@ -2350,18 +2368,8 @@ mod tests {
 
     #[test]
     fn a_stall_raises_even_while_idle_raises_wait_after_fruitless_ones() {
-        let mut c = LimitController::new(2, 2, 1000);
-        let mut t = (0, 0);
-        c.decide(2, 0, Some(0));
-        let mut limit = 2;
-        loop {
-            match window_at(&mut c, &mut t, limit, 0.5) {
-                Decision::Raise(n) => limit = n,
-                Decision::Hold => {}
-                Decision::Cut(_) => break,
-            }
-        }
-        assert_eq!(c.reasons().fruitless, 1);
+        let (mut c, mut t) = (LimitController::new(2, 2, 1000), (0, 0));
+        assert_eq!(undo_a_fixed_share_run(&mut c, &mut t), 2);
         // Waiting: the idle rule holds ...
         assert_eq!(window_at(&mut c, &mut t, 2, 0.5), Decision::Hold);
         // ... but a waiter that saw no slot move for a stall period gets a raise.
@@ -2373,20 +2381,8 @@ mod tests {
 
     #[test]
     fn a_reading_with_the_cpus_in_use_ends_the_wait_after_fruitless_raises() {
-        let mut c = LimitController::new(2, 2, 1000);
-        let mut t = (0, 0);
-        c.decide(2, 0, Some(0));
-        let mut limit = 2;
-        loop {
-            match window_at(&mut c, &mut t, limit, 0.5) {
-                Decision::Raise(n) => limit = n,
-                Decision::Hold => {}
-                Decision::Cut(n) => {
-                    limit = n;
-                    break;
-                }
-            }
-        }
+        let (mut c, mut t) = (LimitController::new(2, 2, 1000), (0, 0));
+        let limit = undo_a_fixed_share_run(&mut c, &mut t);
         assert_eq!(window_at(&mut c, &mut t, limit, 0.5), Decision::Hold);
         // The CPUs busy (the other process stopped) ...
         assert_eq!(window_at(&mut c, &mut t, limit, 0.96), Decision::Hold);
