@@ -13,6 +13,13 @@
 //!
 //! The loan is a state of the session's record (`held`): `SLOT` → `LENT` by the lender
 //! (a compare-and-swap, so a second park lends nothing), `LENT` → `SLOT` by its reclaim. The
+//! word also names the thread that marked it (its token, in the bits above the state), and
+//! only that thread lends or reclaims: so a session leaving on the thread that marked it
+//! `SLOT` knows nobody else can change the word, and clears it with a plain store instead of
+//! a swap. That is one atomic read-modify-write less on every admission: on the lent 16-core
+//! Xeon (2026-11-26, `bench gate --policies auto,polling --threads 1`, 4 alternated runs)
+//! `auto`'s uncontended admission went from 1.25 × `polling`'s (median; 39–47 ns against
+//! 31–38) to 1.07 × (32–44 against 32–42). The
 //! session's own [`crate::policy::Hold`] stays where it is, so its exit gives the slot back
 //! once, as usual: the core counts the loan's give-back and the reclaim's take. A session
 //! that leaves while its slot is lent (possible only if it moved to another thread mid-call)
@@ -33,11 +40,14 @@ use crate::gate::GateInner;
 use crate::monitor::{Counter, SessionState, StepOutReason};
 use crate::registry::SessionShared;
 use crate::sync::{lock, Arc, Ordering};
+use std::sync::atomic::AtomicUsize;
 
-/// `held` states.
-pub(crate) const NONE: u8 = 0;
-pub(crate) const SLOT: u8 = 1;
-pub(crate) const LENT: u8 = 2;
+/// `held` states, in the word's low two bits; the bits above are the marking thread's
+/// [`token`]. `NONE` is the whole word 0.
+pub(crate) const NONE: usize = 0;
+pub(crate) const SLOT: usize = 1;
+pub(crate) const LENT: usize = 2;
+const STATE: usize = 0b11;
 
 struct Current {
     gate: Arc<GateInner>,
@@ -47,11 +57,49 @@ struct Current {
 thread_local! {
     static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
     /// Its address identifies the thread.
-    static TOKEN: u8 = const { 0 };
+    static TOKEN: Token = const { Token(0) };
 }
 
+/// Aligned so that a token's low two bits are 0 and hold a state.
+#[repr(align(8))]
+struct Token(#[allow(dead_code)] u8);
+
 fn token() -> usize {
-    TOKEN.with(|t| t as *const u8 as usize)
+    TOKEN.with(|t| t as *const Token as usize)
+}
+
+/// Marks `held` as a slot held by the thread `me`.
+#[inline]
+fn mark(held: &AtomicUsize, me: usize) {
+    debug_assert_eq!(me & STATE, 0, "a token's state bits are free");
+    held.store(me | SLOT, Ordering::Release);
+}
+
+/// The session leaves on thread `me`: clears `held`; true if its slot was lent then.
+#[inline]
+fn clear(held: &AtomicUsize, me: usize) -> bool {
+    // Only the thread whose token is in the word lends (`me | SLOT` → `me | LENT`), and that
+    // thread is here, leaving: nobody changes the word between this load and the store.
+    if held.load(Ordering::Relaxed) == me | SLOT {
+        held.store(NONE, Ordering::Release);
+        return false;
+    }
+    // Lent, by another thread (the session moved mid-call), or already clear.
+    held.swap(NONE, Ordering::AcqRel) & STATE == LENT
+}
+
+/// Thread `me` is about to park: lends the slot if it marked it. True if it did.
+fn try_lend(held: &AtomicUsize, me: usize) -> bool {
+    held.compare_exchange(me | SLOT, me | LENT, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+}
+
+/// Thread `me` has its lock: takes back the slot it lent. True if it had lent one.
+fn try_reclaim(held: &AtomicUsize, me: usize) -> bool {
+    held.load(Ordering::Relaxed) == me | LENT
+        && held
+            .compare_exchange(me | LENT, me | SLOT, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
 }
 
 /// An `auto` admission on this thread: the session may lend its slot while this thread
@@ -79,14 +127,14 @@ pub(crate) fn register(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) {
         }
         sh.owner.store(me, Ordering::Relaxed);
     }
-    sh.held.store(SLOT, Ordering::Release);
+    mark(&sh.held, me);
 }
 
 /// The session leaves (its hold given back or about to be): returns whether the slot was
 /// lent at that moment, in which case the caller must not give it back (the loan did).
 #[inline]
 pub(crate) fn leave(sh: &SessionShared) -> bool {
-    sh.held.swap(NONE, Ordering::AcqRel) == LENT
+    clear(&sh.held, token())
 }
 
 /// The session is dropped: forget it on this thread.
@@ -124,12 +172,7 @@ fn with_current(f: impl FnOnce(&Current)) {
 pub(crate) fn lend() {
     with_current(|cur| {
         let sh = &cur.sh;
-        if sh.owner.load(Ordering::Relaxed) != token()
-            || sh
-                .held
-                .compare_exchange(SLOT, LENT, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-        {
+        if !try_lend(&sh.held, token()) {
             return;
         }
         sh.bump(Counter::StepOuts);
@@ -147,12 +190,7 @@ pub(crate) fn lend() {
 pub(crate) fn reclaim() {
     with_current(|cur| {
         let sh = &cur.sh;
-        if sh.held.load(Ordering::Relaxed) != LENT
-            || sh
-                .held
-                .compare_exchange(LENT, SLOT, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-        {
+        if !try_reclaim(&sh.held, token()) {
             return;
         }
         cur.gate
@@ -173,4 +211,68 @@ pub(crate) fn reclaim() {
         }
         sh.set_state(SessionState::InCall);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: usize = 0x1000;
+    const OTHER: usize = 0x2000;
+
+    #[test]
+    fn a_slot_marked_and_cleared_by_one_thread_was_not_lent() {
+        let held = AtomicUsize::new(NONE);
+        mark(&held, ME);
+        assert!(!clear(&held, ME));
+        assert_eq!(held.load(Ordering::Relaxed), NONE);
+    }
+
+    #[test]
+    fn only_the_marking_thread_lends_and_reclaims() {
+        let held = AtomicUsize::new(NONE);
+        mark(&held, ME);
+        assert!(!try_lend(&held, OTHER), "another thread lends nothing");
+        assert!(try_lend(&held, ME));
+        assert!(!try_lend(&held, ME), "a second park lends nothing");
+        assert!(!try_reclaim(&held, OTHER));
+        assert!(try_reclaim(&held, ME));
+        assert!(!try_reclaim(&held, ME), "nothing left to reclaim");
+        assert!(
+            !clear(&held, ME),
+            "reclaimed: the leave gives the slot back itself"
+        );
+    }
+
+    #[test]
+    fn a_session_leaving_on_another_thread_while_lent_learns_the_loan_gave_the_slot_back() {
+        let held = AtomicUsize::new(NONE);
+        mark(&held, OTHER);
+        assert!(try_lend(&held, OTHER));
+        // The session moved to this thread mid-call and leaves while the other still parks.
+        assert!(clear(&held, ME), "the loan already gave the slot back");
+        assert_eq!(held.load(Ordering::Relaxed), NONE);
+        assert!(
+            !try_reclaim(&held, OTHER),
+            "the old thread takes nothing back"
+        );
+    }
+
+    #[test]
+    fn a_thread_whose_registration_went_stale_lends_nothing() {
+        let held = AtomicUsize::new(NONE);
+        mark(&held, OTHER);
+        // The session moved here and was admitted again: the word is this thread's now.
+        mark(&held, ME);
+        assert!(!try_lend(&held, OTHER));
+        assert!(!clear(&held, ME));
+    }
+
+    #[test]
+    fn tokens_leave_the_state_bits_free() {
+        let me = token();
+        assert_eq!(me & STATE, 0);
+        let other = std::thread::spawn(token).join().unwrap();
+        assert_ne!(me, other, "two live threads have two tokens");
+    }
 }

@@ -40,8 +40,9 @@ pub(crate) struct SessionShared {
     pub(crate) cancel: AtomicBool,
     /// `auto`'s automatic step-out (`gate_hook`): the thread that made the last admission.
     pub(crate) owner: std::sync::atomic::AtomicUsize,
-    /// `auto`'s automatic step-out: `gate_hook::{NONE, SLOT, LENT}`.
-    pub(crate) held: std::sync::atomic::AtomicU8,
+    /// `auto`'s automatic step-out: `gate_hook::{NONE, SLOT, LENT}` in the low two bits,
+    /// the thread that marked it above them.
+    pub(crate) held: std::sync::atomic::AtomicUsize,
     /// An async session's: its waits do not wake on a timer, so it never keeps `auto`'s
     /// stall watch. Set once, before its first wait.
     pub(crate) is_async: AtomicBool,
@@ -70,7 +71,7 @@ impl SessionShared {
             counters: std::array::from_fn(|_| AtomicU64::new(0)),
             wake: Mutex::new(WakeState::default()),
             owner: std::sync::atomic::AtomicUsize::new(0),
-            held: std::sync::atomic::AtomicU8::new(0),
+            held: std::sync::atomic::AtomicUsize::new(0),
             cv: Condvar::new(),
             cancel: AtomicBool::new(false),
             is_async: AtomicBool::new(false),
