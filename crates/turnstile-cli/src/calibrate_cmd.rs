@@ -32,6 +32,26 @@ pub struct CalibrateArgs {
     /// The engine's data directory for `--oltp` (the table of `repro oltp` is reused).
     #[arg(long, default_value = "data")]
     data_dir: PathBuf,
+    /// With `--oltp`: measure the engine with this much extra CPU per row fetched, in ns
+    /// (0–1,000,000), as `repro oltp --row-work-ns` runs it, so that the costs written are the
+    /// ones that run pays. Default 0: none.
+    #[arg(long, default_value_t = 0)]
+    row_work_ns: u64,
+}
+
+/// Checks `--row-work-ns`: in range, and only with `--oltp` (it changes nothing else).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn check_row_work(a: &CalibrateArgs) -> Result<(), String> {
+    if a.row_work_ns > 1_000_000 {
+        return Err(format!(
+            "--row-work-ns {} is out of range: 0..=1000000",
+            a.row_work_ns
+        ));
+    }
+    if a.row_work_ns > 0 && a.oltp.is_none() {
+        return Err("--row-work-ns applies to the engine costs: add --oltp FILE".into());
+    }
+    Ok(())
 }
 
 /// The simulator's limit on `cores` (`MachineConfig::validate`).
@@ -40,7 +60,12 @@ const MAX_CORES: u32 = 4096;
 
 /// Measures the engine's OLTP costs and writes them as `sim oltp --config` keys.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn write_oltp_costs(path: &Path, data_dir: &Path, quick: bool) -> Result<(), String> {
+fn write_oltp_costs(
+    path: &Path,
+    data_dir: &Path,
+    quick: bool,
+    row_work_ns: u64,
+) -> Result<(), String> {
     use turnstile_bench::repro::{oltp, Common, Progress};
     struct Lines;
     impl Progress for Lines {
@@ -57,10 +82,13 @@ fn write_oltp_costs(path: &Path, data_dir: &Path, quick: bool) -> Result<(), Str
         data_dir: data_dir.to_path_buf(),
         fsync_delay: None,
     };
-    let cfg = if quick {
-        oltp::OltpConfig::quick()
-    } else {
-        oltp::OltpConfig::full()
+    let cfg = oltp::OltpConfig {
+        row_work_ns,
+        ..if quick {
+            oltp::OltpConfig::quick()
+        } else {
+            oltp::OltpConfig::full()
+        }
     };
     let c = oltp::measure_costs(&common, &cfg, if quick { 3 } else { 7 }, &mut Lines)
         .map_err(|e| e.to_string())?;
@@ -72,8 +100,15 @@ fn write_oltp_costs(path: &Path, data_dir: &Path, quick: bool) -> Result<(), Str
         "# turnstile calibrate --oltp: the embedded engine's costs on this machine ({} rows, \
          one connection, fastest of repetitions), as `turnstile sim oltp --config` keys.\n\
          # Use with the [machine] calibration: sim oltp --config THIS --machine MACHINE --cores N\n\
-         range = {}\npoint_us = {:.3}\nrow_us = {:.4}\nsort_us = {:.2}\ngate_call_us = {:.4}\n{}",
+         {}range = {}\npoint_us = {:.3}\nrow_us = {:.4}\nsort_us = {:.2}\ngate_call_us = {:.4}\n{}",
         cfg.rows,
+        if row_work_ns > 0 {
+            format!(
+                "# Measured with {row_work_ns} ns of extra CPU per row fetched (repro oltp --row-work-ns {row_work_ns}).\n"
+            )
+        } else {
+            String::new()
+        },
         c.range,
         c.point_us,
         c.row_us,
@@ -517,6 +552,7 @@ mod linux {
                 ));
             }
         }
+        super::check_row_work(a)?;
         if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create folder {}: {e}", dir.display()))?;
@@ -541,7 +577,7 @@ mod linux {
             .map_err(|e| format!("cannot write {}: {e}", a.out.display()))?;
         eprintln!("wrote {}", a.out.display());
         if let Some(path) = &a.oltp {
-            super::write_oltp_costs(path, &a.data_dir, a.quick)?;
+            super::write_oltp_costs(path, &a.data_dir, a.quick, a.row_work_ns)?;
         }
         emit(a.json, &f, table(&f))
     }

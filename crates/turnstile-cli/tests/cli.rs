@@ -411,6 +411,26 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
         );
     }
 
+    // Costlier rows: the run carries the setting, in the JSON and the report, and every row
+    // still costs one admission with the forced exit (the work is inside the engine's call).
+    let args = [
+        "--threads",
+        "1",
+        "--policies",
+        "classic",
+        "--row-work-ns",
+        "2000",
+    ];
+    let out = tiny_oltp(d, &charts, &[&args[..], &["--json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["config"]["row_work_ns"].as_u64(), Some(2000));
+    assert!(
+        v["runs"][0]["admissions_per_txn"].as_f64().unwrap() > 100.0,
+        "{v}"
+    );
+    let md = String::from_utf8_lossy(&tiny_oltp(d, &charts, &args).stdout).into_owned();
+    assert!(md.contains("**Row work:** 2000 ns of CPU added"), "{md}");
+
     let charts = temp("repro-pileup-charts");
     let out = turnstile(&[
         "repro",
@@ -676,6 +696,23 @@ fn repro_bad_input_exits_2_and_writes_nothing() {
                 "sysbench",
             ],
             "--competing-processes runs beside the built-in client only",
+        ),
+        (
+            vec!["repro", "oltp", "--data-dir", d, "--row-work-ns", "1000001"],
+            "--row-work-ns 1000001 is out of range: 0..=1000000",
+        ),
+        (
+            vec![
+                "repro",
+                "oltp",
+                "--data-dir",
+                d,
+                "--row-work-ns",
+                "100",
+                "--client",
+                "sysbench",
+            ],
+            "--row-work-ns applies to the built-in client's engine only",
         ),
         (
             vec!["repro", "mixed", "--data-dir", d, "--policies", "classic"],

@@ -27,6 +27,7 @@ fn open(dir: &Path) -> Arc<Engine> {
         data_dir: dir.to_path_buf(),
         // A short emulated fsync, so that commits queue into groups.
         fsync_delay: Duration::from_millis(2),
+        row_work: Duration::ZERO,
     })
     .unwrap()
 }

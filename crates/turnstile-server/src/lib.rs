@@ -90,6 +90,7 @@ impl ServerConfig {
             engine: EngineConfig {
                 data_dir: data_dir.into(),
                 fsync_delay: Duration::ZERO,
+                row_work: Duration::ZERO,
             },
             gate: GateConfig::default(),
             row_send: RowSend::Keep,

@@ -90,10 +90,21 @@ impl Common {
         &self,
         default_fsync_delay: Duration,
     ) -> Result<std::sync::Arc<turnstile_engine::Engine>, ReproError> {
+        self.open_engine(default_fsync_delay, Duration::ZERO)
+    }
+
+    /// Opens the engine with `row_work` of emulated CPU per row fetched
+    /// ([`turnstile_engine::EngineConfig::row_work`]).
+    pub(crate) fn open_engine(
+        &self,
+        default_fsync_delay: Duration,
+        row_work: Duration,
+    ) -> Result<std::sync::Arc<turnstile_engine::Engine>, ReproError> {
         Ok(turnstile_engine::Engine::open(
             &turnstile_engine::EngineConfig {
                 data_dir: self.data_dir.clone(),
                 fsync_delay: self.fsync_delay.unwrap_or(default_fsync_delay),
+                row_work,
             },
         )?)
     }
