@@ -153,7 +153,8 @@ struct GateArgs {
     /// The gate's sleep delay (innodb_thread_sleep_delay), microseconds, 0..=1000000.
     #[arg(long)]
     sleep_delay_us: Option<u64>,
-    /// Measured time per load point, milliseconds.
+    /// Measured time per load point, milliseconds (after a warm-up of a quarter of it, not
+    /// counted).
     #[arg(long)]
     duration_ms: Option<u64>,
     /// Repetitions of each fast-path measurement (the median is reported).
