@@ -171,16 +171,21 @@ fn with_current(f: impl FnOnce(&Current)) {
 /// `auto` slot, lend it for the wait.
 pub(crate) fn lend() {
     with_current(|cur| {
-        let sh = &cur.sh;
-        if !try_lend(&sh.held, token()) {
+        let (sh, me) = (&cur.sh, token());
+        if sh.held.load(Ordering::Relaxed) != me | SLOT {
+            return;
+        }
+        // Counted before the loan can be seen: a session moved to another thread mid-call
+        // may leave as soon as the word says `LENT`, and that leave uncounts the step-out
+        // (`Session::leave`), so the count must already be there.
+        let stepped_out = &cur.gate.registry.stepped_out;
+        stepped_out.fetch_add(1, Ordering::Relaxed);
+        if !try_lend(&sh.held, me) {
+            stepped_out.fetch_sub(1, Ordering::Relaxed);
             return;
         }
         sh.bump(Counter::StepOuts);
         sh.set_state_now(SessionState::SteppedOut(StepOutReason::LockWait));
-        cur.gate
-            .registry
-            .stepped_out
-            .fetch_add(1, Ordering::Relaxed);
         cur.gate.driver.lend();
     });
 }

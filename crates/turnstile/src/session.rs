@@ -316,7 +316,13 @@ impl Session {
         self.tickets.clear();
         if let Some(hold) = self.hold.take() {
             if self.gate.driver.is_auto() && crate::gate_hook::leave(&self.sh) {
-                // Lent while this session was used on another thread: the loan gave it back.
+                // Lent while this session was used on another thread: the loan gave it back,
+                // and it ends here (the lender's reclaim will find nothing to take back, so it
+                // will not uncount the step-out the loan counted).
+                self.gate
+                    .registry
+                    .stepped_out
+                    .fetch_sub(1, Ordering::Relaxed);
                 self.gate.driver.forget_lent(hold);
                 self.sh.tickets.store(0, Ordering::Relaxed);
                 self.sh.set_state(SessionState::Outside);

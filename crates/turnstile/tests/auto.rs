@@ -602,3 +602,56 @@ fn autocommit_statements_each_wait_their_turn() {
     a_thread.join().unwrap();
     assert_eq!(g.stats().inside, 0);
 }
+
+#[test]
+fn a_session_moved_mid_call_while_its_old_thread_parks_gives_its_slot_back_once() {
+    // The raw enter/exit API lets a session move to another thread inside a call. The thread
+    // that admitted it still has it registered, so when that thread parks on a turnstile lock
+    // it lends the moved session's slot; the session then leaves on its new thread while the
+    // slot is lent (the step-out word's slow path), and the old thread's reclaim afterwards
+    // finds nothing to take back. The slot is given back once, and every gauge returns to 0.
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let m = std::sync::Arc::new(turnstile::Mutex::new(0u32));
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let m_holder = m.clone();
+    let holder = thread::spawn(move || {
+        let mut v = m_holder.lock();
+        locked_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        *v += 1;
+    });
+    locked_rx.recv().unwrap();
+    let (moved_tx, moved_rx) = std::sync::mpsc::channel::<turnstile::Session>();
+    let (g1, m1) = (g.clone(), m.clone());
+    let old = thread::spawn(move || {
+        let mut s = g1.named_session("moved");
+        assert!(s.enter().unwrap(), "admitted on this thread");
+        moved_tx.send(s).unwrap();
+        *m1.lock() += 1; // parks: lends the slot it registered
+    });
+    let mut s = moved_rx.recv().unwrap();
+    let snap = wait_for(&g, "the old thread lent the moved session's slot", |st| {
+        st.inside == 0 && st.stepped_out == 1
+    });
+    assert_eq!(snap.counters.step_outs, 1, "{snap}");
+    // Leaves on this thread while lent: nothing is given back a second time.
+    s.exit().unwrap();
+    s.end_statement();
+    assert_eq!(g.stats().inside, 0);
+    go_tx.send(()).unwrap();
+    holder.join().unwrap();
+    old.join().unwrap();
+    let st = g.stats();
+    assert_eq!(st.inside, 0, "{st:?}");
+    assert_eq!(st.stepped_out, 0, "the loan ended with the leave: {st:?}");
+    assert_eq!(*m.lock(), 2);
+    // The gate still admits exactly its limit.
+    let mut a = g.session();
+    assert!(a.enter().unwrap());
+    assert_eq!(g.stats().inside, 1);
+    a.exit().unwrap();
+    a.end_statement();
+    drop(s);
+    assert_eq!(g.stats().inside, 0);
+}
