@@ -334,6 +334,8 @@ pub struct EngineStats {
     pub rollbacks: AtomicU64,
     /// Rows fetched by cursors.
     pub rows_read: AtomicU64,
+    /// CPU burned as emulated row cost ([`EngineConfig::row_work`] for every row fetched), ns.
+    pub row_work_ns: AtomicU64,
 }
 
 impl EngineStats {
@@ -1317,7 +1319,7 @@ fn drive<T>(
     mut next: impl FnMut() -> Option<Result<T>>,
     to_row: impl Fn(T) -> Row,
     force_exit: bool,
-    row_work: Duration,
+    engine: &Engine,
     f: &mut impl FnMut(&Row),
 ) -> Result<u64> {
     let mut n = 0u64;
@@ -1325,7 +1327,7 @@ fn drive<T>(
         let call = stmt.enter()?;
         let item = next();
         if item.is_some() {
-            burn(row_work);
+            engine.work_row();
         }
         drop(call);
         match item {
@@ -1347,16 +1349,23 @@ fn drive<T>(
     }
 }
 
-/// Spends `d` of CPU on the calling thread (a busy loop on the monotonic clock): the emulated
-/// cost of a row ([`EngineConfig::row_work`]). Returns at once for zero.
-#[inline]
-fn burn(d: Duration) {
-    if d.is_zero() {
-        return;
-    }
-    let t = std::time::Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
+impl Engine {
+    /// Spends [`EngineConfig::row_work`] of CPU on the calling thread (a busy loop on the
+    /// monotonic clock), the emulated cost of one row fetched, and counts it in
+    /// [`EngineStats::row_work_ns`]. Returns at once when no row work is set.
+    #[inline]
+    fn work_row(&self) {
+        let d = self.row_work;
+        if d.is_zero() {
+            return;
+        }
+        let t = std::time::Instant::now();
+        while t.elapsed() < d {
+            std::hint::spin_loop();
+        }
+        self.stats
+            .row_work_ns
+            .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
 }
 
@@ -1790,7 +1799,7 @@ impl Connection {
                     || it.next().map(|item| item.map_err(EngineError::from)),
                     |(k, v)| Row::decode(k.value(), v.value()),
                     force_exit,
-                    engine.row_work,
+                    &engine,
                     &mut f,
                 )?
             }
@@ -1808,7 +1817,7 @@ impl Connection {
                     || it.next(),
                     |row| row,
                     force_exit,
-                    engine.row_work,
+                    &engine,
                     &mut f,
                 )?
             }
@@ -1844,7 +1853,9 @@ impl Connection {
             Some(Change::Delete) => None,
             None => t.get(id)?.map(|v| Row::decode(id, v.value())),
         };
-        burn(engine.row_work);
+        if row.is_some() {
+            engine.work_row();
+        }
         drop(call);
         drop(stmt);
         engine.stats.rows_read.fetch_add(1, Ordering::Relaxed);
@@ -2142,13 +2153,11 @@ mod tests {
     }
 
     #[test]
-    fn row_work_is_spent_inside_the_call_for_every_row_fetched() {
-        // Behaviour, not speed: the busy loop runs until its time has passed, so a statement
-        // of n rows cannot end before n times the work (a lower bound that cannot flake).
+    fn row_work_is_spent_once_for_every_row_a_cursor_or_point_select_fetches() {
         let dir =
             std::env::temp_dir().join(format!("turnstile-engine-work-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let work = Duration::from_millis(2);
+        let work = Duration::from_micros(50);
         let e = Engine::open(&EngineConfig {
             data_dir: dir.clone(),
             fsync_delay: Duration::ZERO,
@@ -2158,12 +2167,24 @@ mod tests {
         e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
         let g = Gate::new(GateConfig::new(Policy::Classic).limit(1)).unwrap();
         let mut c = Connection::new(e.clone(), &g, "w");
-        let t = Instant::now();
+        let spent = || e.stats.row_work_ns.load(Ordering::Relaxed);
         assert_eq!(c.scan("t", 1, 5, |_| {}).unwrap(), 5);
-        assert!(t.elapsed() >= 5 * work, "5 rows: {:?}", t.elapsed());
-        let t = Instant::now();
+        assert_eq!(
+            spent(),
+            5 * 50_000,
+            "one unit per row, none for the cursor's end"
+        );
         assert!(c.point_select("t", 3).unwrap().is_some());
-        assert!(t.elapsed() >= work, "1 row: {:?}", t.elapsed());
+        assert_eq!(spent(), 6 * 50_000);
+        assert!(c.point_select("t", 99).unwrap().is_none());
+        assert_eq!(spent(), 6 * 50_000, "no row fetched, no work");
+        drop(c);
+        drop(e);
+        // Without row work nothing is spent.
+        let e = open_at(&dir, 0);
+        let mut c = Connection::new(e.clone(), &g, "none");
+        assert_eq!(c.scan("t", 1, 10, |_| {}).unwrap(), 10);
+        assert_eq!(e.stats.row_work_ns.load(Ordering::Relaxed), 0);
         drop(c);
         drop(e);
         std::fs::remove_dir_all(dir).unwrap();
