@@ -41,6 +41,7 @@
 //! | `turnstile_gate_limit_raises_handoff_total` | counter | `gate` | `auto`: [`crate::LimitReasons::handoff`] |
 //! | `turnstile_gate_limit_raises_blind_total` | counter | `gate` | `auto`: [`crate::LimitReasons::blind`] |
 //! | `turnstile_gate_limit_raises_drain_total` | counter | `gate` | `auto`: [`crate::LimitReasons::drain`] |
+//! | `turnstile_gate_limit_raises_rest_total` | counter | `gate` | `auto`: [`crate::LimitReasons::rest`] |
 //! | `turnstile_gate_limit_raises_lane_total` | counter | `gate` | `auto`: [`crate::LimitReasons::lane`] |
 //! | `turnstile_gate_limit_cuts_lane_total` | counter | `gate` | `auto`: [`crate::LimitReasons::lane_cut`] |
 //! | `turnstile_gate_long_holders` | gauge | `gate` | `auto`: [`crate::AutoStats::long_holders`] |
@@ -375,6 +376,11 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.drain)),
     ),
     counter(
+        "turnstile_gate_limit_raises_rest_total",
+        "auto: raises to the resting floor of two slots per CPU (from the start at the CPUs, or from a lane beside long statements that are gone).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.rest)),
+    ),
+    counter(
         "turnstile_gate_limit_raises_lane_total",
         "auto: raises to the lane beside long statements (a slot each, plus the CPUs they leave, at least one).",
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.lane)),
@@ -396,7 +402,7 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
     ),
     counter(
         "turnstile_gate_limit_cuts_busy_total",
-        "auto: cuts by one with every CPU busy and the limit above the CPU count.",
+        "auto: cuts by one with every CPU busy and the limit above its floor (two slots per CPU, or the lane beside long statements).",
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.busy)),
     ),
     counter(

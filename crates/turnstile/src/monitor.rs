@@ -364,7 +364,7 @@ impl fmt::Display for GateSnapshot {
         if let Some(a) = &self.auto {
             writeln!(
                 f,
-                "auto: {} extra running, {} pending, {}, {} long statements inside; limit raised {} times (idle CPUs {}, hand-offs {}, unmeasured {}, queue admitted {}, to the lane beside long statements {}), cut {} times (late grants {}, busy CPUs {}, towards the lane {}, idle raises undone {}), {} windows read on, {} stall checks, {} age hand-offs, {} refused",
+                "auto: {} extra running, {} pending, {}, {} long statements inside; limit raised {} times (idle CPUs {}, hand-offs {}, unmeasured {}, queue admitted {}, to two per CPU {}, to the lane beside long statements {}), cut {} times (late grants {}, busy CPUs {}, towards the lane {}, idle raises undone {}), {} windows read on, {} stall checks, {} age hand-offs, {} refused",
                 a.extra,
                 a.pending,
                 if a.starving { "serving the oldest" } else { "hot first" },
@@ -374,6 +374,7 @@ impl fmt::Display for GateSnapshot {
                 a.limit_reasons.handoff,
                 a.limit_reasons.blind,
                 a.limit_reasons.drain,
+                a.limit_reasons.rest,
                 a.limit_reasons.lane,
                 a.limit_cuts,
                 a.limit_reasons.late,

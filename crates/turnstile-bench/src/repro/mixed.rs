@@ -509,11 +509,12 @@ pub fn markdown(r: &MixedReport) -> String {
             },
             match x.limit_reasons {
                 Some(r) => format!(
-                    "{} windows: idle {}, hand-off {}, drain {}, lane {} (cut {}), late {}, busy {}, undone {}, read on {}",
+                    "{} windows: idle {}, hand-off {}, drain {}, rest {}, lane {} (cut {}), late {}, busy {}, undone {}, read on {}",
                     r.windows,
                     r.idle_cpu,
                     r.handoff,
                     r.drain,
+                    r.rest,
                     r.lane,
                     r.lane_cut,
                     r.late,

@@ -23,8 +23,9 @@
 //!   waiter has not yet begun to run, a newcomer may run in its place (FLIFO's rule, seed
 //!   001), but never while a waiter is past the age cap.
 //! * **A limit that finds itself** ([`LimitController`]): starts at the CPUs the process may
-//!   use; each window it grows while threads queue yet the CPUs are not all busy, decays
-//!   towards the CPU count while they are all busy, and is cut by a quarter when grantees
+//!   use and rests at two slots per CPU ([`SLOTS_PER_CPU`]) once threads queue; each window
+//!   it grows while threads queue yet the CPUs are not all busy, decays towards that
+//!   floor while they are all busy, and is cut by a quarter when grantees
 //!   run late while the CPUs are busy (a run of idle raises that did not raise the CPU use
 //!   is undone: the idle CPUs were another process's share); beside long statements
 //!   (holders that spend whole quanta while others queue) it keeps a lane: a slot for each
@@ -200,6 +201,12 @@ pub enum Decision {
 /// With an exact reading (`e` = 0, the simulator's) every window decides. Without this, the
 /// tick's noise alone moved the limit: `repro mixed` saw it random-walk between 4 and 13.
 /// The rules, first match wins:
+/// * **rest**: without long statements, a limit below the resting floor (two slots per
+///   CPU, [`SLOTS_PER_CPU`]) is raised to it, late grants or not, unless the CPUs are
+///   surely idle (`u + e` < 0.95: the idle rule below decides, so that a run of idle raises
+///   that does not pay off comes back to where it began). The limit starts at the CPUs
+///   and comes here at the first window with threads queued; after long statements it
+///   comes back from their lane.
 /// * **hand-off bound**: unless the CPUs are surely idle (`u + e` < 0.95), a reading whose CPU
 ///   time per hand-off is under 2 × [`HANDOFF_CPU`] spent at least half its CPU handing slots
 ///   over (statements shorter than a wake-up: `repro pileup`'s 1 µs queries made 200,000
@@ -256,9 +263,10 @@ pub enum Decision {
 ///   11,000 hand-offs a second, 86–89 % of an ungated run's throughput. A queue longer than
 ///   the limit (OLTP's hundreds of clients, `repro mixed`'s 16 sessions beside its scans) is
 ///   the CPUs' queue and stays; late grants say the CPUs are oversubscribed.
-/// * **busy** (`u − e` ≥ 0.98) with the limit above the CPU count: every CPU is busy and
-///   slots past the CPUs only add preemption; lower by 1.
-/// * surely inside the dead band 0.95–0.98 (or surely not idle at the CPU count), without
+/// * **busy** (`u − e` ≥ 0.98) with the limit above the floor (the resting floor, or the
+///   lane beside long statements): every CPU is busy and more slots only add preemption;
+///   lower by 1.
+/// * surely inside the dead band 0.95–0.98 (or surely not idle at the floor), without
 ///   late grants: hold (the dead band is the hysteresis). Anything else: read on.
 /// * Without a CPU measurement (off Linux, or the first window), prompt grants or a stall in
 ///   a window raise by 1 and late grants cut.
@@ -270,6 +278,9 @@ pub struct LimitController {
     cpus: u32,
     min: u32,
     max: u32,
+    /// The resting floor: [`SLOTS_PER_CPU`] slots per CPU within the bounds, or `min` where
+    /// the bounds were set below the CPUs.
+    rest: u32,
     /// Grants and late grants over the reading.
     grants: u32,
     late: u32,
@@ -372,8 +383,12 @@ pub struct LimitReasons {
     pub drain: u64,
     /// Cut by a quarter: grantees started late while the CPUs were busy.
     pub late: u64,
-    /// Lowered by one: every CPU busy with the limit above the CPU count.
+    /// Lowered by one: every CPU busy with the limit above the resting floor.
     pub busy: u64,
+    /// Raised to the resting floor ([`SLOTS_PER_CPU`] slots per CPU) without long
+    /// statements and with the CPUs not surely idle: from where the limit starts (the
+    /// CPUs), or after long statements held it at their lane.
+    pub rest: u64,
     /// Raised to the lane: holders spent whole quanta while threads queued (long
     /// statements, whether they kept their slots or gave way), with less than a CPU's worth
     /// idle, and the limit below a slot for each long statement plus the CPUs they leave (at
@@ -416,6 +431,7 @@ impl LimitReasons {
             + self.lane_cut
             + self.late
             + self.busy
+            + self.rest
             + self.fruitless
             + self.bounds
     }
@@ -430,6 +446,7 @@ impl LimitReasons {
             drain: self.drain.saturating_sub(earlier.drain),
             late: self.late.saturating_sub(earlier.late),
             busy: self.busy.saturating_sub(earlier.busy),
+            rest: self.rest.saturating_sub(earlier.rest),
             fruitless: self.fruitless.saturating_sub(earlier.fruitless),
             lane: self.lane.saturating_sub(earlier.lane),
             lane_cut: self.lane_cut.saturating_sub(earlier.lane_cut),
@@ -443,6 +460,19 @@ impl LimitReasons {
 /// `turnstile calibrate`'s ring at 2–1024 threads) and the cache it refills after it (22 µs,
 /// calibrate's `cache_refill_ns`), rounded to 25 µs.
 pub const HANDOFF_CPU: Duration = Duration::from_micros(25);
+
+/// Slots per CPU the limit rests at when no rule asks for more (the `rest` floor): a slot
+/// holder is not always on a CPU (a hand-off's grantee waking, a holder preempted or
+/// between two rows), and a second slot per CPU keeps a runnable holder ready for it.
+/// Percona's rule of thumb for `innodb_thread_concurrency` ("InnoDB thread concurrency",
+/// 2006: up to two active threads per CPU). Measured (`repro oltp --policies
+/// auto,auto@2,auto@4 --threads 2,256,1024 --reps 3 --versus-best 3`, 2 CPUs, three runs
+/// each, alternated), at 1024 threads: resting at the CPU count left 2.2–2.8 % of the CPUs
+/// idle with 1.54–1.69 context switches a transaction; two per CPU, 1.0–1.4 % and
+/// 1.13–1.32, and `auto` ÷ its own peak 0.90–0.94 (median 0.93) against 0.89–0.93 (0.90). On the lent
+/// 16-CPU Xeon the best fixed limit at 1024 threads was 2 × the CPUs (32; `auto` at 16–21
+/// reached 0.946 of it), on 8 CPUs 1.5 × (12; 2 × gave 0.95 of it).
+pub const SLOTS_PER_CPU: u32 = 2;
 
 /// CPU use below which slots are taken to be held by threads that are not running: with
 /// threads queued, a CPU idle more than 5 % of a window is waste. 5 % is also where
@@ -464,10 +494,17 @@ impl LimitController {
     /// A controller for `cpus` CPUs, bounded to `min..=max`, given exact CPU readings (see
     /// [`LimitController::with_cpu_lag`]).
     pub fn new(cpus: u32, min: u32, max: u32) -> Self {
+        let (cpus, min) = (cpus.max(1), min.max(1));
+        let max = max.max(min);
         LimitController {
-            cpus: cpus.max(1),
-            min: min.max(1),
-            max: max.max(min.max(1)),
+            cpus,
+            min,
+            max,
+            rest: if min < cpus {
+                min
+            } else {
+                cpus.saturating_mul(SLOTS_PER_CPU).clamp(min, max)
+            },
             grants: 0,
             late: 0,
             queued_seen: false,
@@ -658,13 +695,25 @@ impl LimitController {
         let floor = if long {
             self.cpus.max(self.long.max(self.long_before) + 1)
         } else {
-            self.cpus
+            self.rest
         };
         // Idle by at least a CPU's worth: a slot holder that does not run.
         let cpu_idle = 1.0 - 1.0 / f64::from(self.cpus);
         // The idle rule decided (its run of raises goes on).
         let mut idle_branch = false;
+        // The CPUs surely idle: the idle rule decides.
+        let surely_idle = u.is_some_and(|u| u + e < U_LOW);
         let rule = match (used, u) {
+            // Below the resting floor without long statements (it started at the CPUs, or
+            // long statements held it at their lane and are gone): back to it, late grants
+            // or not (at 2 CPUs a grantee waits ~0.75 ms for a core at any limit, so they
+            // would hold it at the CPUs), unless the CPUs are surely idle: then the idle
+            // rule probes from here, and a run of raises that does not pay off (another
+            // process's share of the CPUs) comes back here. Measured beside two CPU-bound
+            // processes (`repro oltp --competing-processes 2`, 1024 threads): raised to
+            // the floor regardless, the probe began at 4, ran to 49 and starved 87 clients
+            // (Jain 0.83); from 2 it reached 10 and starved none.
+            _ if !long && limit < floor && !surely_idle => Rule::Set(floor, |r| &mut r.rest),
             (Some(cpu), Some(u)) => {
                 let (lo, hi) = (u - e, u + e);
                 let handoff_bound = grants > 0
@@ -1782,6 +1831,45 @@ mod tests {
     }
 
     #[test]
+    fn the_limit_rests_at_two_slots_per_cpu_within_its_bounds_or_at_bounds_set_below_the_cpus() {
+        // Time-free: the times and CPU readings are synthetic inputs.
+        let mut c = LimitController::new(4, 4, 64);
+        c.decide(4, 0, Some(0));
+        // The first window with threads queued, every CPU busy and the grants late: raised
+        // from the CPUs to the resting floor all the same.
+        c.observe_queue();
+        for _ in 0..4 {
+            c.observe_grant(5 * MS);
+        }
+        assert_eq!(c.decide(4, 20 * MS, Some(80 * MS)), Decision::Raise(8));
+        assert_eq!(c.reasons().rest, 1);
+        // Busy CPUs decay it to there and no further.
+        c.observe_queue();
+        assert_eq!(c.decide(9, 40 * MS, Some(160 * MS)), Decision::Cut(8));
+        c.observe_queue();
+        assert_eq!(c.decide(8, 60 * MS, Some(240 * MS)), Decision::Hold);
+        // A maximum under two per CPU bounds the floor.
+        let mut c = LimitController::new(4, 4, 6);
+        c.decide(4, 0, Some(0));
+        c.observe_queue();
+        assert_eq!(c.decide(4, 20 * MS, Some(80 * MS)), Decision::Raise(6));
+        // Surely idle CPUs (half of them): the idle rule decides from where the limit is,
+        // so that a run of raises that does not pay off comes back there.
+        let mut c = LimitController::new(4, 4, 64);
+        c.decide(4, 0, Some(0));
+        c.observe_queue();
+        assert_eq!(c.decide(4, 20 * MS, Some(40 * MS)), Decision::Raise(5));
+        assert_eq!((c.reasons().rest, c.reasons().idle_cpu), (0, 1));
+        // Bounds set below the CPUs (an operator's limit of 2 on 4 CPUs): the floor is
+        // theirs, and busy CPUs hold the limit there.
+        let mut c = LimitController::new(4, 2, 64);
+        c.decide(2, 0, Some(0));
+        c.observe_queue();
+        assert_eq!(c.decide(2, 20 * MS, Some(79 * MS)), Decision::Hold);
+        assert_eq!(c.reasons().rest, 0);
+    }
+
+    #[test]
     fn each_move_of_the_limit_is_counted_under_the_rule_that_made_it() {
         // The controller is time-free: the times and CPU readings are inputs it is given, not
         // measured. Inputs as in the tests above; here the counts of why are asserted.
@@ -1815,6 +1903,7 @@ mod tests {
                 drain: 0,
                 late: 1,
                 busy: 1,
+                rest: 0,
                 lane: 0,
                 lane_cut: 0,
                 fruitless: 0,
@@ -1823,14 +1912,18 @@ mod tests {
             }
         );
         assert_eq!(r.moves(), c.raises() + c.cuts());
-        // An operator's limit below the bounds (2 CPUs) comes back up, counted as such, even
-        // in a window whose rule would lower it.
-        assert_eq!(next(&mut c, 1, 40, 10, 0), Decision::Raise(2));
-        assert_eq!(c.reasons().bounds, 1);
+        // Below the resting floor (two slots per CPU: 4), late grants and all: back to it.
+        assert_eq!(next(&mut c, 3, 40, 10, 5), Decision::Raise(4));
+        // An operator's limit below the bounds (2 CPUs) comes back up to it too.
+        assert_eq!(next(&mut c, 1, 40, 10, 0), Decision::Raise(4));
+        // One above them comes back down, counted as such, even in a window whose rule
+        // would hold it (the dead band).
+        assert_eq!(next(&mut c, 100, 39, 10, 0), Decision::Cut(64));
         assert_eq!(
             c.reasons().since(&r),
             LimitReasons {
-                windows: 1,
+                windows: 3,
+                rest: 2,
                 bounds: 1,
                 ..LimitReasons::default()
             }
@@ -1947,17 +2040,20 @@ mod tests {
         assert_eq!(window(&mut c, 4, 1, 99.0, &[]), Decision::Cut(3));
         assert_eq!(window(&mut c, 3, 1, 90.0, &[]), Decision::Cut(2));
         assert_eq!(window(&mut c, 2, 1, 90.0, &[]), Decision::Hold);
-        // Once no statement keeps its slot past its quantum, the 90 % reading raises (idle
-        // CPUs) and busy CPUs decay the limit.
-        assert!(matches!(window(&mut c, 2, 0, 90.0, &[]), Decision::Raise(n) if n > 2));
-        assert_eq!(window(&mut c, 3, 0, 99.0, &[]), Decision::Cut(2));
+        // Once no statement keeps its slot past its quantum, the limit goes back to its
+        // resting floor (two slots per CPU), busy CPUs decay it to there, and a 90 % reading
+        // raises past it (idle CPUs).
+        assert_eq!(window(&mut c, 2, 0, 99.0, &[]), Decision::Raise(4));
+        assert_eq!(window(&mut c, 5, 0, 99.0, &[]), Decision::Cut(4));
+        assert_eq!(window(&mut c, 4, 0, 99.0, &[]), Decision::Hold);
+        assert!(matches!(window(&mut c, 4, 0, 90.0, &[]), Decision::Raise(n) if n > 4));
         let r = c.reasons();
         assert_eq!(
-            (r.lane, r.lane_cut, r.busy, r.idle_cpu, r.handoff, r.late),
-            (2, 2, 1, 1, 0, 0),
+            (r.lane, r.lane_cut, r.rest, r.busy, r.idle_cpu, r.handoff, r.late),
+            (2, 2, 1, 1, 1, 0, 0),
             "{r:?}"
         );
-        assert_eq!(c.raises() + c.cuts(), 6);
+        assert_eq!(c.raises() + c.cuts(), 7);
     }
 
     #[test]
@@ -2384,10 +2480,10 @@ mod tests {
         let (mut c, mut t) = (LimitController::new(2, 2, 1000), (0, 0));
         let limit = undo_a_fixed_share_run(&mut c, &mut t);
         assert_eq!(window_at(&mut c, &mut t, limit, 0.5), Decision::Hold);
-        // The CPUs busy (the other process stopped) ...
-        assert_eq!(window_at(&mut c, &mut t, limit, 0.96), Decision::Hold);
-        // ... so idle CPUs afterwards are the process's own to fill: raised at once.
-        assert_eq!(window_at(&mut c, &mut t, limit, 0.5), Decision::Raise(3));
+        // The CPUs busy (the other process stopped): back to the resting floor ...
+        assert_eq!(window_at(&mut c, &mut t, limit, 0.96), Decision::Raise(4));
+        // ... and idle CPUs afterwards are the process's own to fill: raised at once.
+        assert_eq!(window_at(&mut c, &mut t, 4, 0.5), Decision::Raise(5));
     }
 
     #[test]
