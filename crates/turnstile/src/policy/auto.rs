@@ -411,7 +411,8 @@ pub struct LimitReasons {
     /// [`FRUITLESS_BACKOFF`]) before the next probe.
     pub fruitless: u64,
     /// Brought back within the controller's bounds (the CPUs … the maximum) after an
-    /// operator set a limit outside them.
+    /// operator set a limit outside them, where no rule moved it there itself (a limit
+    /// below the CPUs is mostly raised to the resting floor, counted under `rest`).
     pub bounds: u64,
     /// Windows whose CPU reading could not yet tell which side of a threshold the CPU use
     /// was on (its error, from [`CPU_CLOCK_LAG`], straddled it): the reading went on into the
