@@ -278,9 +278,6 @@ pub struct LimitController {
     cpus: u32,
     min: u32,
     max: u32,
-    /// The resting floor: [`SLOTS_PER_CPU`] slots per CPU within the bounds, or `min` where
-    /// the bounds were set below the CPUs.
-    rest: u32,
     /// Grants and late grants over the reading.
     grants: u32,
     late: u32,
@@ -495,17 +492,10 @@ impl LimitController {
     /// A controller for `cpus` CPUs, bounded to `min..=max`, given exact CPU readings (see
     /// [`LimitController::with_cpu_lag`]).
     pub fn new(cpus: u32, min: u32, max: u32) -> Self {
-        let (cpus, min) = (cpus.max(1), min.max(1));
-        let max = max.max(min);
         LimitController {
-            cpus,
-            min,
-            max,
-            rest: if min < cpus {
-                min
-            } else {
-                cpus.saturating_mul(SLOTS_PER_CPU).clamp(min, max)
-            },
+            cpus: cpus.max(1),
+            min: min.max(1),
+            max: max.max(min.max(1)),
             grants: 0,
             late: 0,
             queued_seen: false,
@@ -516,6 +506,18 @@ impl LimitController {
             long_kept: false,
             window_start_ns: 0,
             tally: Box::default(),
+        }
+    }
+
+    /// The resting floor: [`SLOTS_PER_CPU`] slots per CPU within the bounds, or `min` where
+    /// the bounds were set below the CPUs.
+    fn rest(&self) -> u32 {
+        if self.min < self.cpus {
+            self.min
+        } else {
+            self.cpus
+                .saturating_mul(SLOTS_PER_CPU)
+                .clamp(self.min, self.max)
         }
     }
 
@@ -696,7 +698,7 @@ impl LimitController {
         let floor = if long {
             self.cpus.max(self.long.max(self.long_before) + 1)
         } else {
-            self.rest
+            self.rest()
         };
         // Idle by at least a CPU's worth: a slot holder that does not run.
         let cpu_idle = 1.0 - 1.0 / f64::from(self.cpus);
@@ -1833,7 +1835,9 @@ mod tests {
 
     #[test]
     fn the_limit_rests_at_two_slots_per_cpu_within_its_bounds_or_at_bounds_set_below_the_cpus() {
-        // Time-free: the times and CPU readings are synthetic inputs.
+        // The controller is time-free: no clock is read. The times and CPU readings below
+        // are synthetic inputs it is given (20 ms windows on 4 CPUs); the test asserts its
+        // decisions, never a duration.
         let mut c = LimitController::new(4, 4, 64);
         c.decide(4, 0, Some(0));
         // The first window with threads queued, every CPU busy and the grants late: raised
