@@ -326,7 +326,14 @@ impl Driver {
     pub(crate) fn finish_wait(&self, id: WaitId) -> Admission {
         match &self.core {
             Cores::Auto(c) => {
-                let (a, out) = c.finish_wait(id, self.precise_ns(), crate::clock::process_cpu_ns);
+                let now = self.precise_ns();
+                // The process's CPU clock walks every thread in the kernel: read it before
+                // the queue lock when the window may end here (see `cpu_reading_due`), and
+                // under it only where that hint was stale.
+                let early = c.cpu_reading_due(now).then(crate::clock::process_cpu_ns);
+                let (a, out) = c.finish_wait(id, now, || {
+                    early.unwrap_or_else(crate::clock::process_cpu_ns)
+                });
                 self.deliver_all(out);
                 nudge(c.take_nudge());
                 a
