@@ -330,7 +330,11 @@ impl Driver {
                 // The process's CPU clock walks every thread in the kernel: read it before
                 // the queue lock when the window may end here (see `cpu_reading_due`), and
                 // under it only where that hint was stale.
-                let early = c.cpu_reading_due(now).then(crate::clock::process_cpu_ns);
+                let early = c.cpu_reading_due(now).then(|| {
+                    let cpu = crate::clock::process_cpu_ns();
+                    c.note_reading_cost(self.precise_ns().saturating_sub(now));
+                    cpu
+                });
                 let (a, out) = c.finish_wait(id, now, || {
                     early.unwrap_or_else(crate::clock::process_cpu_ns)
                 });

@@ -45,6 +45,7 @@
 //! | `turnstile_gate_limit_raises_lane_total` | counter | `gate` | `auto`: [`crate::LimitReasons::lane`] |
 //! | `turnstile_gate_limit_cuts_lane_total` | counter | `gate` | `auto`: [`crate::LimitReasons::lane_cut`] |
 //! | `turnstile_gate_long_holders` | gauge | `gate` | `auto`: [`crate::AutoStats::long_holders`] |
+//! | `turnstile_gate_control_window_seconds` | gauge | `gate` | `auto`: [`crate::AutoStats::control_window_ns`] |
 //! | `turnstile_gate_limit_cuts_late_total` | counter | `gate` | `auto`: [`crate::LimitReasons::late`] |
 //! | `turnstile_gate_limit_cuts_busy_total` | counter | `gate` | `auto`: [`crate::LimitReasons::busy`] |
 //! | `turnstile_gate_limit_cuts_fruitless_total` | counter | `gate` | `auto`: [`crate::LimitReasons::fruitless`] |
@@ -389,6 +390,11 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
         "turnstile_gate_limit_cuts_lane_total",
         "auto: cuts towards the lane beside long statements (less than a CPU's worth idle, the limit above the lane).",
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.lane_cut)),
+    ),
+    gauge(
+        "turnstile_gate_control_window_seconds",
+        "auto: the limit controller's window (20 ms; longer, up to 200 ms, where reading the process's CPU time is costly).",
+        |s| Value::Float(s.auto.map_or(0.0, |a| a.control_window_ns as f64 / 1e9)),
     ),
     gauge(
         "turnstile_gate_long_holders",

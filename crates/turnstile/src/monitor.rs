@@ -386,6 +386,13 @@ impl fmt::Display for GateSnapshot {
                 a.age_handoffs,
                 a.rejections
             )?;
+            if a.control_window_ns > crate::policy::auto::CONTROL_WINDOW.as_nanos() as u64 {
+                writeln!(
+                    f,
+                    "auto: controller window {} ms (its reading of the process's CPU time is costly: many threads)",
+                    a.control_window_ns / 1_000_000
+                )?;
+            }
         }
         let c = &self.counters;
         writeln!(

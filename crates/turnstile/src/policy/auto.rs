@@ -108,6 +108,15 @@ pub const STALL_PERIOD: Duration = Duration::from_millis(200);
 /// not a trend.
 pub const CONTROL_WINDOW: Duration = Duration::from_millis(20);
 
+/// The controller's window lasts at least this many times what its last CPU reading cost, so
+/// that the reading takes at most 1 % of one CPU. The process's CPU clock is a sum over all
+/// its threads that the kernel makes on every reading (`thread_group_cputime`): measured at
+/// ~180 µs with 1024 threads on the 2-core VM (`perf record` of `repro oltp --threads
+/// 1024`), under the 20 ms window's 200 µs; with several thousand threads it would pass it,
+/// and the window grows instead of the controller's cost, up to [`MAX_READING`] (a reading
+/// slowed by a preemption, several ms, must not blind the controller for a second).
+pub const WINDOWS_PER_READING_COST: u64 = 100;
+
 /// How far the process's CPU clock may lag behind, per CPU other than the reader's: one
 /// scheduler tick. `CLOCK_PROCESS_CPUTIME_ID` adds a thread's running time when it is switched
 /// out or at its CPU's tick, so a thread running on another CPU is counted up to a tick late
@@ -311,6 +320,8 @@ struct Tally {
     cpu_start_ns: Option<u64>,
     /// [`CPU_CLOCK_LAG`], or zero for an exact reading.
     cpu_lag_ns: u64,
+    /// What the last CPU reading cost, as the driver measured it (0: not measured).
+    reading_cost_ns: u64,
     raises: u64,
     cuts: u64,
     reasons: LimitReasons,
@@ -583,7 +594,25 @@ impl LimitController {
 
     /// Whether the window that began at the last decision is over at `now_ns`.
     pub fn window_over(&self, now_ns: u64) -> bool {
-        now_ns.saturating_sub(self.window_start_ns) >= CONTROL_WINDOW.as_nanos() as u64
+        now_ns.saturating_sub(self.window_start_ns) >= self.window_ns()
+    }
+
+    /// The window's length: [`WINDOWS_PER_READING_COST`] times what the last CPU reading
+    /// cost, within [`CONTROL_WINDOW`] and [`MAX_READING`].
+    pub fn window_ns(&self) -> u64 {
+        self.tally
+            .reading_cost_ns
+            .saturating_mul(WINDOWS_PER_READING_COST)
+            .clamp(
+                CONTROL_WINDOW.as_nanos() as u64,
+                MAX_READING.as_nanos() as u64,
+            )
+    }
+
+    /// The last CPU reading took `cost_ns` to make (the driver times it; the simulator's
+    /// readings cost nothing and never call this).
+    pub fn set_reading_cost(&mut self, cost_ns: u64) {
+        self.tally.reading_cost_ns = cost_ns;
     }
 
     /// The idle rule (`u + e` < [`U_LOW`] while threads queue): raise by up to half the gap
@@ -912,6 +941,9 @@ pub struct AutoGauges {
     /// Slots held now by long statements: holders that kept their slots past a quantum
     /// beside waiters the other slots served ([`AutoCore::yields_quantum`]).
     pub long_holders: u32,
+    /// The controller's window now, ns: [`CONTROL_WINDOW`], longer (up to [`MAX_READING`])
+    /// where its CPU reading is costly ([`WINDOWS_PER_READING_COST`]).
+    pub control_window_ns: u64,
 }
 
 /// The shared state of `auto`. See the module documentation.
@@ -947,6 +979,9 @@ pub struct AutoCore<W> {
     /// When the controller's window ends: written under the
     /// queue lock after each decision, read without it by [`AutoCore::cpu_reading_due`].
     window_end_ns: AtomicU64,
+    /// What the last CPU reading taken before the queue lock cost (0: none measured yet),
+    /// handed to the controller when it next runs ([`AutoCore::note_reading_cost`]).
+    reading_cost_ns: AtomicU64,
 }
 
 /// Releases to deliver once the core's lock is dropped.
@@ -987,7 +1022,15 @@ impl<W: Clone> AutoCore<W> {
             long_holders: AtomicU32::new(0),
             // The controller's first window starts at 0, when it is made.
             window_end_ns: AtomicU64::new(CONTROL_WINDOW.as_nanos() as u64),
+            reading_cost_ns: AtomicU64::new(0),
         }
+    }
+
+    /// The driver's CPU reading before the queue lock took `cost_ns`: the controller's
+    /// window becomes at least [`WINDOWS_PER_READING_COST`] times that from its next run.
+    pub fn note_reading_cost(&self, cost_ns: u64) {
+        // Relaxed: a measurement handed over; the controller takes it under the queue lock.
+        self.reading_cost_ns.store(cost_ns, Ordering::Relaxed);
     }
 
     /// Whether a [`AutoCore::finish_wait`] at `now_ns` may end the controller's window and so
@@ -1004,9 +1047,9 @@ impl<W: Clone> AutoCore<W> {
 
     /// After a decision at `now_ns` (the queue lock held): the next window's end, for
     /// [`AutoCore::cpu_reading_due`].
-    fn window_restarted(&self, now_ns: u64) {
+    fn window_restarted(&self, q: &Queue<W>, now_ns: u64) {
         self.window_end_ns.store(
-            now_ns.saturating_add(CONTROL_WINDOW.as_nanos() as u64),
+            now_ns.saturating_add(q.controller.window_ns()),
             Ordering::Relaxed,
         );
     }
@@ -1423,7 +1466,12 @@ impl<W: Clone> AutoCore<W> {
         cpu_ns: impl FnOnce() -> Option<u64>,
         out: &mut Releases<W>,
     ) {
-        if !self.p.adaptive || !q.controller.window_over(now) {
+        if !self.p.adaptive {
+            return;
+        }
+        q.controller
+            .set_reading_cost(self.reading_cost_ns.load(Ordering::Relaxed));
+        if !q.controller.window_over(now) {
             return;
         }
         let limit = self.slots.limit();
@@ -1432,7 +1480,7 @@ impl<W: Clone> AutoCore<W> {
         q.controller.observe_waiting(waiting);
         self.pass_long_holder(q);
         let decision = q.controller.decide(limit, now, cpu_ns());
-        self.window_restarted(now);
+        self.window_restarted(q, now);
         match decision {
             Decision::Hold => {}
             Decision::Cut(n) => {
@@ -1465,7 +1513,7 @@ impl<W: Clone> AutoCore<W> {
             // Force a decision now, whatever the window.
             let limit = self.slots.limit();
             let decision = q.controller.decide(limit, now_ns, cpu_ns());
-            self.window_restarted(now_ns);
+            self.window_restarted(&q, now_ns);
             match decision {
                 Decision::Raise(n) => {
                     self.slots.set_limit(n);
@@ -1631,6 +1679,7 @@ impl<W: Clone> AutoCore<W> {
             age_handoffs: q.age_handoffs,
             reclaims_over: q.reclaims_over,
             long_holders: self.long_holders(),
+            control_window_ns: q.controller.window_ns(),
         }
     }
 }
@@ -1838,6 +1887,49 @@ mod tests {
         assert!(!core.cpu_reading_due(t + window - 1));
         assert!(core.cpu_reading_due(t + window));
         let _ = core.exit(a.hold, || t + window);
+    }
+
+    #[test]
+    fn a_costly_cpu_reading_stretches_the_window_to_a_hundred_times_its_cost_up_to_the_longest_reading(
+    ) {
+        // Times and costs are synthetic inputs; no clock is read.
+        let mut c = LimitController::new(2, 2, 64);
+        let window = CONTROL_WINDOW.as_nanos() as u64;
+        assert_eq!(c.window_ns(), window, "unmeasured: the plain window");
+        c.set_reading_cost(150_000); // 150 µs × 100 = 15 ms: under the plain window
+        assert_eq!(c.window_ns(), window);
+        c.set_reading_cost(MS); // 1 ms × 100 = 100 ms
+        assert_eq!(c.window_ns(), 100 * MS);
+        assert!(!c.window_over(100 * MS - 1));
+        assert!(c.window_over(100 * MS));
+        c.set_reading_cost(10 * MS); // a preempted reading: no longer than the longest reading
+        assert_eq!(c.window_ns(), MAX_READING.as_nanos() as u64);
+        c.set_reading_cost(0);
+        assert_eq!(
+            c.window_ns(),
+            window,
+            "a cheap reading brings the plain window back"
+        );
+    }
+
+    #[test]
+    fn a_noted_reading_cost_sets_when_the_next_reading_is_due_and_shows_in_the_gauges() {
+        // Times and costs are synthetic inputs; no clock is read.
+        let core: AutoCore<u32> = AutoCore::new(AutoParams {
+            adaptive: true,
+            ..params(1)
+        });
+        let held = admitted(enter(&core, 0, 0));
+        wait_id(enter(&core, 1, 0));
+        // The stretch applies to the window under way too: this one ends at 100 ms.
+        let t = 150 * MS;
+        core.note_reading_cost(MS);
+        let out = core.exit(held.hold, || t);
+        let (a, _) = core.finish_wait(out[0].id, t, || Some(0));
+        assert_eq!(core.gauges().control_window_ns, 100 * MS);
+        assert!(!core.cpu_reading_due(t + 100 * MS - 1));
+        assert!(core.cpu_reading_due(t + 100 * MS));
+        let _ = core.exit(a.hold, || t + 100 * MS);
     }
 
     #[test]
