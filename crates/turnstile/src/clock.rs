@@ -65,6 +65,27 @@ pub(crate) fn process_cpu_ns() -> Option<u64> {
     None
 }
 
+/// CPU time the calling thread has used: what `auto`'s driver times its process CPU reading
+/// with, so that a reading preempted half-way (several ms on a busy machine) is not taken for
+/// a costly one. `None` where it cannot be read.
+#[cfg(all(target_os = "linux", not(loom)))]
+pub(crate) fn thread_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: as in `process_cpu_ns`: `ts` is a valid, writable `timespec` for the call, and
+    // CLOCK_THREAD_CPUTIME_ID exists on every Linux since 2.6.12; the call only writes `ts`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// See the Linux version: not measurable here.
+#[cfg(not(all(target_os = "linux", not(loom))))]
+pub(crate) fn thread_cpu_ns() -> Option<u64> {
+    None
+}
+
 /// One scheduler tick (1 / the kernel's `CONFIG_HZ`), as the kernel reports it: the
 /// resolution of the coarse monotonic clock, which moves once a tick (`clock_getres`; 4 ms on
 /// the development VM's 250 Hz kernel, 1 ms at 1000 Hz, 10 ms at 100 Hz). `auto`'s controller
@@ -110,6 +131,26 @@ mod tests {
         // And `auto`'s controller takes it as the CPU clock's lag, not the fallback constant.
         let p = crate::GateConfig::default().auto_params_for(2);
         assert_eq!(p.cpu_clock_lag, tick);
+    }
+
+    #[test]
+    fn a_threads_cpu_clock_counts_its_own_work_and_not_its_sleep() {
+        // Which clock counts what, not how fast: the thread's clock moves with its own work
+        // and does not move while it sleeps. (The process's clock is not compared: it counts
+        // a running thread's time up to a tick late, `CPU_CLOCK_LAG`.)
+        let t0 = super::thread_cpu_ns().expect("the thread's CPU clock");
+        let mut x = 0u64;
+        while super::thread_cpu_ns().unwrap() == t0 {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let t1 = super::thread_cpu_ns().unwrap();
+        assert!(t1 > t0);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let slept = super::thread_cpu_ns().unwrap() - t1;
+        assert!(
+            slept < 10_000_000,
+            "a 20 ms sleep is not the thread's CPU time ({slept} ns counted)"
+        );
     }
 
     #[test]

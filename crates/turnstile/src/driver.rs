@@ -331,8 +331,12 @@ impl Driver {
                 // the queue lock when the window may end here (see `cpu_reading_due`), and
                 // under it only where that hint was stale.
                 let early = c.cpu_reading_due(now).then(|| {
+                    // Its cost in this thread's CPU time: a preemption mid-read is no cost.
+                    let t0 = crate::clock::thread_cpu_ns();
                     let cpu = crate::clock::process_cpu_ns();
-                    c.note_reading_cost(self.precise_ns().saturating_sub(now));
+                    if let (Some(t0), Some(t1)) = (t0, crate::clock::thread_cpu_ns()) {
+                        c.note_reading_cost(t1.saturating_sub(t0));
+                    }
                     cpu
                 });
                 let (a, out) = c.finish_wait(id, now, || {

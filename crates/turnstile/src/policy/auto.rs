@@ -108,8 +108,8 @@ pub const STALL_PERIOD: Duration = Duration::from_millis(200);
 /// not a trend.
 pub const CONTROL_WINDOW: Duration = Duration::from_millis(20);
 
-/// The controller's window lasts at least this many times what its last CPU reading cost, so
-/// that the reading takes at most 1 % of one CPU. The process's CPU clock is a sum over all
+/// The controller's window lasts at least this many times what its last CPU reading cost (in
+/// the reading thread's CPU time), so that the reading takes at most 1 % of one CPU. The process's CPU clock is a sum over all
 /// its threads that the kernel makes on every reading (`thread_group_cputime`): measured at
 /// ~180 µs with 1024 threads on the 2-core VM (`perf record` of `repro oltp --threads
 /// 1024`), under the 20 ms window's 200 µs; with several thousand threads it would pass it,
