@@ -47,43 +47,35 @@ pub(crate) fn coarse_ns() -> u64 {
 /// CPU time this process has used (user + system, all threads), for `auto`'s limit
 /// controller: read once per control window, on a slow path. `None` where it cannot be read
 /// (off Linux, and under loom, whose models must not depend on a real clock).
-#[cfg(all(target_os = "linux", not(loom)))]
 pub(crate) fn process_cpu_ns() -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable `timespec` for the duration of the call, and
-    // CLOCK_PROCESS_CPUTIME_ID exists on every Linux since 2.6.12; the call only writes `ts`.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64)
-}
-
-/// See the Linux version: not measurable here.
-#[cfg(not(all(target_os = "linux", not(loom))))]
-pub(crate) fn process_cpu_ns() -> Option<u64> {
+    #[cfg(all(target_os = "linux", not(loom)))]
+    return cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+    #[cfg(not(all(target_os = "linux", not(loom))))]
     None
 }
 
 /// CPU time the calling thread has used: what `auto`'s driver times its process CPU reading
 /// with, so that a reading preempted half-way (several ms on a busy machine) is not taken for
-/// a costly one. `None` where it cannot be read.
-#[cfg(all(target_os = "linux", not(loom)))]
+/// a costly one. `None` where it cannot be read (as [`process_cpu_ns`]).
 pub(crate) fn thread_cpu_ns() -> Option<u64> {
+    #[cfg(all(target_os = "linux", not(loom)))]
+    return cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+    #[cfg(not(all(target_os = "linux", not(loom))))]
+    None
+}
+
+/// A CPU-time clock's reading in ns.
+#[cfg(all(target_os = "linux", not(loom)))]
+fn cpu_clock_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: as in `process_cpu_ns`: `ts` is a valid, writable `timespec` for the call, and
-    // CLOCK_THREAD_CPUTIME_ID exists on every Linux since 2.6.12; the call only writes `ts`.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    // SAFETY: `ts` is a valid, writable `timespec` for the duration of the call, and the two
+    // clocks passed here (CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID) exist on every
+    // Linux since 2.6.12; the call only writes `ts`.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     (rc == 0).then(|| (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64)
-}
-
-/// See the Linux version: not measurable here.
-#[cfg(not(all(target_os = "linux", not(loom))))]
-pub(crate) fn thread_cpu_ns() -> Option<u64> {
-    None
 }
 
 /// One scheduler tick (1 / the kernel's `CONFIG_HZ`), as the kernel reports it: the

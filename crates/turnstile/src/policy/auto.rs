@@ -1726,6 +1726,17 @@ mod tests {
         step
     }
 
+    /// An adaptive core with a limit of 1: thread 0 holds the slot and thread 1 queues, at 0.
+    fn adaptive_one_held_one_queued() -> (AutoCore<u32>, Admission, WaitId) {
+        let core: AutoCore<u32> = AutoCore::new(AutoParams {
+            adaptive: true,
+            ..params(1)
+        });
+        let held = admitted(enter(&core, 0, 0));
+        let id = wait_id(enter(&core, 1, 0));
+        (core, held, id)
+    }
+
     /// Exits one slot at `now`; returns who was handed it, and lets them run at `now`.
     fn exit_to(core: &AutoCore<u32>, hold: Hold, now: u64) -> Option<(u32, Admission)> {
         let out = core.exit(hold, || now);
@@ -1865,16 +1876,11 @@ mod tests {
             !fixed.cpu_reading_due(0),
             "a fixed limit never reads the CPUs"
         );
-        let core: AutoCore<u32> = AutoCore::new(AutoParams {
-            adaptive: true,
-            ..params(1)
-        });
+        let (core, held, _) = adaptive_one_held_one_queued();
         let window = CONTROL_WINDOW.as_nanos() as u64;
         // The first window runs from the core's making, at 0.
         assert!(!core.cpu_reading_due(window - 1));
         assert!(core.cpu_reading_due(window));
-        let held = admitted(enter(&core, 0, 0));
-        wait_id(enter(&core, 1, 0));
         // The hand-off's grantee runs at 25 ms, past the window: the controller reads there.
         let t = 25 * MS;
         let mut reads = 0;
@@ -1915,12 +1921,7 @@ mod tests {
     #[test]
     fn a_noted_reading_cost_sets_when_the_next_reading_is_due_and_shows_in_the_gauges() {
         // Times and costs are synthetic inputs; no clock is read.
-        let core: AutoCore<u32> = AutoCore::new(AutoParams {
-            adaptive: true,
-            ..params(1)
-        });
-        let held = admitted(enter(&core, 0, 0));
-        wait_id(enter(&core, 1, 0));
+        let (core, held, _) = adaptive_one_held_one_queued();
         // The stretch applies to the window under way too: this one ends at 100 ms.
         let t = 150 * MS;
         core.note_reading_cost(MS);
@@ -2647,12 +2648,7 @@ mod tests {
 
     #[test]
     fn a_stall_check_raises_the_limit_and_hands_off_when_no_slot_moved_for_a_stall_period() {
-        let core: AutoCore<u32> = AutoCore::new(AutoParams {
-            adaptive: true,
-            ..params(1)
-        });
-        let _held = admitted(enter(&core, 0, 0));
-        let id = wait_id(enter(&core, 1, 0));
+        let (core, _held, id) = adaptive_one_held_one_queued();
         let period = STALL_PERIOD.as_nanos() as u64;
         assert!(
             core.stall_check(period / 2, || Some(0)).is_empty(),
