@@ -455,4 +455,24 @@ mod tests {
             assert_eq!(SessionState::from_code(s.code()), s);
         }
     }
+
+    #[test]
+    fn the_status_text_names_a_stretched_controller_window_and_is_silent_about_the_plain_one() {
+        let gate = crate::Gate::new(crate::GateConfig::default()).unwrap();
+        let mut snap = gate.snapshot();
+        let plain = snap.stats.auto.expect("auto is the default policy");
+        assert_eq!(
+            plain.control_window_ns,
+            crate::policy::auto::CONTROL_WINDOW.as_nanos() as u64
+        );
+        assert!(!snap.to_string().contains("controller window"));
+        snap.stats.auto = Some(crate::policy::auto::AutoGauges {
+            control_window_ns: 100_000_000,
+            ..plain
+        });
+        assert!(
+            snap.to_string().contains("auto: controller window 100 ms"),
+            "{snap}"
+        );
+    }
 }

@@ -244,6 +244,18 @@ fn prometheus_text_parses_with_one_header_per_family_and_values_equal_to_the_sta
 }
 
 #[test]
+fn an_auto_gate_exports_its_controller_window_in_seconds() {
+    let gate = Gate::new(GateConfig::new(Policy::Auto)).unwrap();
+    let scrape = parse(&gate.stats().to_prometheus("orders"));
+    let name = "turnstile_gate_control_window_seconds";
+    assert_eq!(scrape.type_of(name), Some("gauge"));
+    assert_eq!(
+        scrape.value(name, &[("gate", "orders")]),
+        turnstile::policy::auto::CONTROL_WINDOW.as_secs_f64()
+    );
+}
+
+#[test]
 fn histogram_buckets_are_cumulative_and_inf_equals_count_and_sum() {
     let (gate, _b) = busy_gate();
     let mut stats = gate.stats();
