@@ -126,22 +126,24 @@ mod tests {
     }
 
     #[test]
-    fn a_threads_cpu_clock_counts_its_own_work_and_not_its_sleep() {
-        // Which clock counts what, not how fast: the thread's clock moves with its own work
-        // and does not move while it sleeps. (The process's clock is not compared: it counts
-        // a running thread's time up to a tick late, `CPU_CLOCK_LAG`.)
-        let t0 = super::thread_cpu_ns().expect("the thread's CPU clock");
-        let mut x = 0u64;
-        while super::thread_cpu_ns().unwrap() == t0 {
-            x = std::hint::black_box(x.wrapping_add(1));
-        }
-        let t1 = super::thread_cpu_ns().unwrap();
-        assert!(t1 > t0);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let slept = super::thread_cpu_ns().unwrap() - t1;
+    fn a_threads_cpu_clock_counts_its_own_work_and_not_another_threads() {
+        // Whose work each clock counts, not how fast anything runs. Another thread works
+        // until its own clock has counted 20 ms: the process's clock counts that work, this
+        // thread's clock (which only spawned and joined it) does not.
+        let me0 = super::thread_cpu_ns().expect("the thread's CPU clock");
+        let worker = std::thread::spawn(|| {
+            let t0 = super::thread_cpu_ns().unwrap();
+            let mut x = 0u64;
+            while super::thread_cpu_ns().unwrap() - t0 < 20_000_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            super::thread_cpu_ns().unwrap() - t0
+        });
+        let worked = worker.join().unwrap();
+        let mine = super::thread_cpu_ns().unwrap() - me0;
         assert!(
-            slept < 10_000_000,
-            "a 20 ms sleep is not the thread's CPU time ({slept} ns counted)"
+            mine < worked,
+            "this thread's clock counted the other's work: {mine} ns of its {worked} ns"
         );
     }
 
