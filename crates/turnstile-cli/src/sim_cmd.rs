@@ -54,7 +54,9 @@ pub struct SimArgs {
     #[arg(long)]
     cores: Option<u32>,
     /// `oltp`: the gate settings to run (comma-separated): classic (seed 001's FIFO), flifo,
-    /// polling, timer, unlimited. Default: classic,flifo (or the --config file's).
+    /// polling, timer, unlimited, auto, and auto@L for `auto` with its limit fixed at L (the
+    /// sweep `auto`'s own limit is judged against). Default: classic,flifo (or the --config
+    /// file's).
     #[arg(long, value_delimiter = ',')]
     policies: Option<Vec<String>>,
     /// `oltp`: thread counts (comma-separated). Default: the seed's 1…1024.
@@ -409,6 +411,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
                     );
                 }
             }
+            s.push_str(&versus_fixed(r));
             s.push_str(&census_table(r, real.as_deref()));
             if let Some(real) = &real {
                 s.push_str(&compare_table(r, real));
@@ -511,6 +514,35 @@ fn read_repro(path: &Path) -> Result<Vec<RealPoint>, String> {
         )
     })?;
     Ok(r.runs)
+}
+
+/// `auto` against the best of the fixed limits run beside it (`auto@L`), at each thread
+/// count both ran: the "≥ 95 % of the best fixed limit" in the model. Empty unless
+/// the report has `auto` and at least one `auto@L`.
+fn versus_fixed(r: &scenarios::OltpReport) -> String {
+    let mut s = String::new();
+    for a in r.runs.iter().filter(|x| x.policy == "auto") {
+        let best = r
+            .runs
+            .iter()
+            .filter(|x| x.threads == a.threads && x.policy.starts_with("auto@"))
+            .max_by(|x, y| x.w.tps.total_cmp(&y.w.tps));
+        if let Some(b) = best {
+            if s.is_empty() {
+                s.push('\n');
+            }
+            let _ = writeln!(
+                s,
+                "auto at {} threads: {:.1} % of the best fixed limit ({}, {:.0} TPS); its limit ended at {}",
+                a.threads,
+                100.0 * a.w.tps / b.w.tps,
+                b.policy,
+                b.w.tps,
+                a.w.limit_end
+            );
+        }
+    }
+    s
 }
 
 /// Where the threads were (census means), per setting and thread count; with a real report

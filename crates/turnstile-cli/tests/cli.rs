@@ -955,6 +955,57 @@ fn sim_oltp_and_timer_json_carry_the_fidelity_fields_and_load_a_calibration() {
 }
 
 #[test]
+fn sim_oltp_runs_auto_beside_its_fixed_limits_and_says_how_near_the_best_it_came() {
+    let dir = temp("sim-auto-fixed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("short.toml");
+    std::fs::write(&cfg, "seconds = 0.5\nwarmup_seconds = 0.1\n").unwrap();
+    let args = [
+        "sim",
+        "oltp",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--cores",
+        "2",
+        "--threads",
+        "32",
+        "--policies",
+        "auto,auto@1,auto@4",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    let out = turnstile(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = String::from_utf8_lossy(&out.stdout);
+    let line = md
+        .lines()
+        .find(|l| l.starts_with("auto at 32 threads: "))
+        .unwrap_or_else(|| panic!("no versus line: {md}"));
+    assert!(line.contains("% of the best fixed limit (auto@"), "{line}");
+    assert!(line.contains("its limit ended at "), "{line}");
+
+    let json: Vec<&str> = args.iter().copied().chain(["--json"]).collect();
+    let out = turnstile(&json);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    let names: Vec<_> = runs.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(names, ["auto", "auto@1", "auto@4"]);
+    assert_eq!(runs[1]["limit_end"], 1);
+    assert_eq!(runs[2]["limit_end"], 4);
+    assert!(runs[0]["limit_end"].as_u64().unwrap() >= 2, "{}", runs[0]);
+
+    let out = turnstile(&["sim", "oltp", "--policies", "auto@0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("whole number from 1 to"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn sim_bad_config_exits_2_naming_the_problem() {
     let dir = temp("sim-bad");
     std::fs::create_dir_all(&dir).unwrap();

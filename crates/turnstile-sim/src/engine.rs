@@ -415,14 +415,18 @@ impl Sim {
         gate.validate().map_err(|e| e.to_string())?;
         let g = if gate.policy == Policy::Auto {
             // `auto` starts at, and never goes below, the simulated machine's CPUs, and its
-            // controller reads the simulated busy time (not the host's).
+            // controller reads the simulated busy time (not the host's). With its limit fixed
+            // (`auto@L`), the limit stays as configured.
             let cores = machine.cores;
+            let gate = if gate.adaptive_limit {
+                gate.limit(cores.min(turnstile::MAX_LIMIT))
+            } else {
+                gate
+            };
             let p = auto::AutoParams {
                 // The simulated busy time is exact: no clock tick to wait out.
                 cpu_clock_lag: std::time::Duration::ZERO,
-                ..gate
-                    .limit(cores.min(turnstile::MAX_LIMIT))
-                    .auto_params_for(cores)
+                ..gate.auto_params_for(cores)
             };
             Core::Auto(auto::AutoCore::new(p))
         } else {
@@ -1513,6 +1517,11 @@ impl Sim {
     /// Whether every thread has halted.
     pub fn all_halted(&self) -> bool {
         self.threads.iter().all(|t| t.halted)
+    }
+
+    /// The limit the gate enforces now (`auto`'s where its controller left it; 0: unlimited).
+    pub fn gate_limit(&self) -> u32 {
+        self.gate.limit()
     }
 
     /// Runs until every thread halts (or `limit` ns of virtual time pass).

@@ -373,6 +373,10 @@ pub struct OltpSetting {
     /// ablations.
     #[serde(default)]
     pub gate_mutex: Option<bool>,
+    /// `auto` only: keep the limit where it is set (`auto@L`) instead of starting at the
+    /// machine's cores and adapting. The sweep of fixed limits `auto`'s own is judged against.
+    #[serde(default)]
+    pub fixed_limit: bool,
 }
 
 impl OltpSetting {
@@ -386,6 +390,7 @@ impl OltpSetting {
             sleep_delay_us,
             row_send: RowSend::ForceExit,
             gate_mutex: None,
+            fixed_limit: false,
         }
     }
 
@@ -400,9 +405,31 @@ impl OltpSetting {
         OltpSetting::new(Policy::Flifo, 16, 500, 0)
     }
 
+    /// `auto` with its limit fixed at `limit` (named `auto@L`, as in `repro oltp`).
+    pub fn auto_fixed(limit: u32) -> OltpSetting {
+        OltpSetting {
+            name: format!("auto@{limit}"),
+            limit,
+            fixed_limit: true,
+            // Tickets and sleep delay are unused by `auto`; classic's, as for `auto`.
+            ..OltpSetting::new(Policy::Auto, limit, 500, 10_000)
+        }
+    }
+
     /// The settings `--policies` can name: the seed's two, and `polling`, `timer` and
-    /// `unlimited` run with classic's limit, tickets and sleep delay (as `repro oltp` does).
+    /// `unlimited` run with classic's limit, tickets and sleep delay (as `repro oltp` does);
+    /// `auto`, and `auto@L` for `auto` with its limit fixed at L.
     pub fn by_name(name: &str) -> Result<OltpSetting, String> {
+        if let Some(l) = name.strip_prefix("auto@") {
+            return match l.parse::<u32>() {
+                Ok(l) if (1..=turnstile::MAX_LIMIT).contains(&l) => Ok(OltpSetting::auto_fixed(l)),
+                _ => Err(format!(
+                    "setting `{name}`: the fixed limit after `auto@` must be a whole number \
+                     from 1 to {}",
+                    turnstile::MAX_LIMIT
+                )),
+            };
+        }
         let fifo = OltpSetting::seed_fifo();
         let with = |policy: Policy| OltpSetting {
             name: policy.name().into(),
@@ -423,7 +450,8 @@ impl OltpSetting {
             "auto" => with(Policy::Auto),
             _ => {
                 return Err(format!(
-                    "unknown setting `{name}`: classic, flifo, polling, timer, unlimited or auto"
+                    "unknown setting `{name}`: classic, flifo, polling, timer, unlimited, auto \
+                     or auto@L (auto with its limit fixed at L)"
                 ))
             }
         })
@@ -519,6 +547,9 @@ pub struct Window {
     pub mean_inside: f64,
     /// Most threads holding a slot.
     pub max_inside: u32,
+    /// The gate's limit at the window's end: `auto`'s where its controller left it (0:
+    /// unlimited); `repro oltp`'s `limit_end`.
+    pub limit_end: u32,
     /// Mean hand-off latency (signal to running), µs.
     pub wake_latency_us: f64,
     /// LIFO admissions per second.
@@ -598,6 +629,7 @@ impl Window {
             switch_pct: 100.0 * sim.switch_ns as f64 / core_ns,
             mean_inside: sim.mean_inside(),
             max_inside: sim.max_inside,
+            limit_end: sim.gate_limit(),
             wake_latency_us: g.handoff_latency_sum / g.handoffs.max(1) as f64 / 1e3,
             lifo_per_s: g.lifo as f64 / secs,
             p99_ms: ms(0.99),
@@ -668,7 +700,7 @@ pub fn oltp_point(
     let costs = oltp_costs(p);
     let mut sim = Sim::new(
         p.machine.clone(),
-        gate(s.policy, s.limit, s.tickets, s.sleep_delay_us),
+        gate(s.policy, s.limit, s.tickets, s.sleep_delay_us).adaptive_limit(!s.fixed_limit),
         p.seed ^ threads as u64,
     )?;
     if let Some(on) = s.gate_mutex {
@@ -1277,10 +1309,36 @@ mod tests {
     }
 
     #[test]
+    fn auto_with_a_fixed_limit_keeps_it_and_the_window_reports_each_gates_limit() {
+        // Time-sliced (the ideal machine never preempts: threads beyond the cores that never
+        // block would not run at all, whatever the gate).
+        let m = MachineConfig {
+            cores: 2,
+            ..MachineConfig::default()
+        };
+        let fixed = OltpSetting::by_name("auto@1").unwrap();
+        assert_eq!((fixed.name.as_str(), fixed.limit), ("auto@1", 1));
+        assert!(fixed.fixed_limit);
+        // One slot on two cores: the adaptive `auto` would never stay below the cores.
+        let one = small_oltp(m.clone(), 16, fixed);
+        assert_eq!(one.w.limit_end, 1, "{one:?}");
+        assert_eq!(one.policy, "auto@1");
+        let adaptive = small_oltp(m.clone(), 16, OltpSetting::by_name("auto").unwrap());
+        assert!(adaptive.w.limit_end >= 2, "{adaptive:?}");
+        assert!(one.w.max_inside <= 2, "one slot, one extra place: {one:?}");
+        let classic = small_oltp(m, 4, OltpSetting::seed_fifo());
+        assert_eq!(classic.w.limit_end, 32);
+    }
+
+    #[test]
     fn bad_oltp_settings_are_refused_with_a_reason() {
         assert!(OltpSetting::by_name("fifo")
             .unwrap_err()
             .contains("unknown setting"));
+        for bad in ["auto@0", "auto@", "auto@x", "auto@99999"] {
+            let e = OltpSetting::by_name(bad).unwrap_err();
+            assert!(e.contains("whole number from 1 to"), "{bad}: {e}");
+        }
         let e = oltp(&OltpParams {
             threads: vec![0],
             ..OltpParams::default()

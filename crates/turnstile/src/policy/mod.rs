@@ -78,6 +78,18 @@ impl<W: Clone> Core<W> {
             Policy::Auto => Core::Auto(auto::AutoCore::new(c.auto_params())),
         }
     }
+
+    /// The limit the core enforces now (`auto`'s where its controller left it; 0 for
+    /// `unlimited`).
+    pub fn limit(&self) -> u32 {
+        match self {
+            Core::Queue(c) => c.limit(),
+            Core::Polling(c) => c.limit(),
+            Core::Timer(c) => c.limit(),
+            Core::Unlimited(_) => 0,
+            Core::Auto(c) => c.limit(),
+        }
+    }
 }
 
 /// What a thread asking to enter must do next.
