@@ -214,10 +214,11 @@ impl Driver {
         }
     }
 
-    /// `auto`: the lent slot comes back; `Some(id)`: queued, wait for that hand-off.
-    pub(crate) fn reclaim(&self, sh: &Arc<SessionShared>) -> Option<WaitId> {
+    /// `auto`: the lent slot comes back: `Ok`, counted now; `Err(id)`, queued, wait for
+    /// that hand-off. `None` for the other policies (they lend nothing).
+    pub(crate) fn reclaim(&self, sh: &Arc<SessionShared>) -> Option<Result<Hold, WaitId>> {
         match &self.core {
-            Cores::Auto(c) => c.reclaim(sh, || publish_queued(sh, true)),
+            Cores::Auto(c) => Some(c.reclaim(sh, || publish_queued(sh, true))),
             _ => None,
         }
     }

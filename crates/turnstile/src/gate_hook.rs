@@ -28,7 +28,9 @@
 //! The reclaim's rule ([`crate::policy::auto::AutoCore::reclaim`]): a free slot, else a
 //! slot above the limit while those inside are fewer than twice the limit, else the queue as
 //! a priority waiter (blocking, with the lock held: the slots are held by threads not waiting
-//! for this lock, since those lent theirs).
+//! for this lock, since those lent theirs). That wait is a session's queued wait like any
+//! other: if it keeps the stall watch, it runs the stall check every stall period (the slots'
+//! holders may all be in waits nobody declared).
 //!
 //! Under loom every function here does nothing: loom runs its model threads on one OS thread,
 //! so a thread-local would be shared between them, and its models never park on the real
@@ -39,7 +41,7 @@ use std::cell::RefCell;
 use crate::gate::GateInner;
 use crate::monitor::{Counter, SessionState, StepOutReason};
 use crate::registry::SessionShared;
-use crate::sync::{lock, Arc, Ordering};
+use crate::sync::{Arc, Ordering};
 use std::sync::atomic::AtomicUsize;
 
 /// `held` states, in the word's low two bits; the bits above are the marking thread's
@@ -115,10 +117,19 @@ pub(crate) fn register(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) {
             let Ok(mut c) = c.try_borrow_mut() else {
                 return false;
             };
-            *c = Some(Current {
+            let displaced = c.replace(Current {
                 gate: gate.clone(),
                 sh: sh.clone(),
             });
+            // The session it displaces is this thread's no more: its next admission here
+            // records it again (a thread serving two sessions in turn lends for each).
+            // Unless it has been admitted on another thread since, which owns it now.
+            if let Some(old) = displaced.filter(|old| !Arc::ptr_eq(&old.sh, sh)) {
+                let _ = old
+                    .sh
+                    .owner
+                    .compare_exchange(me, 0, Ordering::Relaxed, Ordering::Relaxed);
+            }
             true
         });
         if recorded != Ok(true) {
@@ -192,29 +203,40 @@ pub(crate) fn lend() {
 
 /// This thread has the lock (or gave up waiting for it): take back a lent slot, by the
 /// reclaim rule (see the module documentation).
+///
+/// The slot is counted before the word says `SLOT` again: a session that moved to another
+/// thread mid-call and leaves as soon as it reads `SLOT` gives a slot back, which must be
+/// counted by then (counted after, the leave's give-back could find none: the count would
+/// dip, and at zero the give-back panics). If the session left while the slot was being
+/// counted (it read `LENT`: it gave nothing back and uncounted the step-out), the slot
+/// just counted is given back here.
 pub(crate) fn reclaim() {
     with_current(|cur| {
-        let sh = &cur.sh;
-        if !try_reclaim(&sh.held, token()) {
+        let (sh, me) = (&cur.sh, token());
+        if sh.held.load(Ordering::Relaxed) != me | LENT {
             return;
         }
-        cur.gate
-            .registry
-            .stepped_out
-            .fetch_sub(1, Ordering::Relaxed);
-        if let Some(id) = cur.gate.driver.reclaim(sh) {
-            // Queued as a priority waiter: wait for the hand-off (no timeout, no cancel:
-            // the lock is already held and the call goes on).
-            let mut w = lock(&sh.wake);
-            while w.released != Some(id) {
-                w = sh.cv.wait(w).unwrap_or_else(|e| e.into_inner());
-            }
-            drop(w);
-            // The hand-off counted a slot for it; the session's own hold stands for it.
-            let a = cur.gate.driver.finish_wait(id);
-            drop(a.hold);
+        let Some(counted) = cur.gate.driver.reclaim(sh) else {
+            return;
+        };
+        let hold = match counted {
+            Ok(hold) => hold,
+            // Queued as a priority waiter: wait for the hand-off, keeping the stall watch
+            // if it has it (no timeout, no cancel: the lock is already held and the call
+            // goes on).
+            Err(id) => crate::session::wait_reclaim(&cur.gate, sh, id).hold,
+        };
+        if try_reclaim(&sh.held, me) {
+            cur.gate
+                .registry
+                .stepped_out
+                .fetch_sub(1, Ordering::Relaxed);
+            // The session's own hold stands for the slot just counted.
+            drop(hold);
+            sh.set_state(SessionState::InCall);
+        } else {
+            cur.gate.driver.exit(hold);
         }
-        sh.set_state(SessionState::InCall);
     });
 }
 

@@ -38,7 +38,8 @@ pub(crate) struct SessionShared {
     pub(crate) cv: Condvar,
     /// Set by a [`crate::Canceler`]; consumed by the wait that observes it or at statement end.
     pub(crate) cancel: AtomicBool,
-    /// `auto`'s automatic step-out (`gate_hook`): the thread that made the last admission.
+    /// `auto`'s automatic step-out (`gate_hook`): the thread whose record holds this session
+    /// (0: none; a thread that records another session in its place resets it).
     pub(crate) owner: std::sync::atomic::AtomicUsize,
     /// `auto`'s automatic step-out: `gate_hook::{NONE, SLOT, LENT}` in the low two bits,
     /// the thread that marked it above them.

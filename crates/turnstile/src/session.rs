@@ -634,71 +634,96 @@ impl Session {
         }
     }
 
-    /// Blocks until wait `id` is released by a hand-off, or the wait is cancelled / times out.
-    /// Under `auto`, the waiter that keeps the stall watch wakes every [`STALL_PERIOD`] to
-    /// run the stall check; the watch passes to another waiter (woken to take it) when its
-    /// keeper leaves the queue.
+    /// Blocks until wait `id` is released by a hand-off, or the wait is cancelled / times out
+    /// ([`wait_handoff`]).
     fn wait_handoff(
         &self,
         gate: &GateInner,
         id: WaitId,
         deadline: Deadline,
     ) -> Result<Admission, Abort> {
-        // Under loom a timed wait never times out: the model checks hand-offs, not the clock.
-        let checks_stalls = gate.driver.checks_stalls() && !cfg!(loom);
-        let mut next_check: Option<Instant> = None;
-        let mut w = lock(&self.sh.wake);
-        let outcome = loop {
-            if w.released == Some(id) {
-                break Ok(w.handoff_ns);
-            }
-            if self.take_cancel() {
-                break Err(Abort::Cancelled);
-            }
-            let now = Instant::now();
-            if deadline.at.is_some_and(|dl| now >= dl) {
-                break Err(deadline.expired());
-            }
-            // Read under the wake lock: a nudge that passes the watch here takes that lock
-            // before it notifies, so it is either seen now or wakes this wait.
-            if !(checks_stalls && gate.driver.is_stall_watch(id)) {
-                next_check = None;
-            } else if next_check.is_none() {
-                next_check = Some(now + STALL_PERIOD);
-            }
-            if let Some(check) = next_check {
-                if now >= check {
-                    drop(w);
-                    gate.driver.stall_check();
-                    next_check = Some(now + STALL_PERIOD);
-                    w = lock(&self.sh.wake);
-                    continue;
-                }
-            }
-            let until = match (deadline.at, next_check) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            w = match until {
-                None => self.sh.cv.wait(w).unwrap_or_else(|e| e.into_inner()),
-                Some(until) => self
-                    .sh
-                    .cv
-                    .wait_timeout(w, until.saturating_duration_since(now))
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|e| e.into_inner().0),
-            };
-        };
-        drop(w);
-        match outcome {
-            Ok(handoff_ns) => {
-                let latency = gate.driver.precise_ns().saturating_sub(handoff_ns);
-                gate.registry.wake.record(latency);
-                Ok(gate.driver.finish_wait(id))
-            }
-            // A hand-off may have chosen this wait in the same instant: then it is inside.
-            Err(abort) => gate.driver.cancel_wait(id).ok_or(abort),
+        wait_handoff(gate, &self.sh, id, deadline, || self.take_cancel())
+    }
+}
+
+/// A lent slot's reclaim queued as wait `id` (`gate_hook`): blocks until its hand-off, with
+/// no deadline and no cancel (the lock is held and the call goes on), keeping the stall
+/// watch like any queued wait, and returns the admission.
+pub(crate) fn wait_reclaim(gate: &GateInner, sh: &SessionShared, id: WaitId) -> Admission {
+    let no_deadline = Deadline {
+        at: None,
+        queue: None,
+    };
+    match wait_handoff(gate, sh, id, no_deadline, || false) {
+        Ok(a) => a,
+        Err(_) => unreachable!("a wait with no deadline and no cancel ends only by its hand-off"),
+    }
+}
+
+/// Blocks until `sh`'s wait `id` is released by a hand-off, or the wait is cancelled
+/// (`take_cancel`) / times out. Under `auto`, the waiter that keeps the stall watch wakes
+/// every [`STALL_PERIOD`] to run the stall check; the watch passes to another waiter (woken
+/// to take it) when its keeper leaves the queue.
+fn wait_handoff(
+    gate: &GateInner,
+    sh: &SessionShared,
+    id: WaitId,
+    deadline: Deadline,
+    mut take_cancel: impl FnMut() -> bool,
+) -> Result<Admission, Abort> {
+    // Under loom a timed wait never times out: the model checks hand-offs, not the clock.
+    let checks_stalls = gate.driver.checks_stalls() && !cfg!(loom);
+    let mut next_check: Option<Instant> = None;
+    let mut w = lock(&sh.wake);
+    let outcome = loop {
+        if w.released == Some(id) {
+            break Ok(w.handoff_ns);
         }
+        if take_cancel() {
+            break Err(Abort::Cancelled);
+        }
+        let now = Instant::now();
+        if deadline.at.is_some_and(|dl| now >= dl) {
+            break Err(deadline.expired());
+        }
+        // Read under the wake lock: a nudge that passes the watch here takes that lock
+        // before it notifies, so it is either seen now or wakes this wait.
+        if !(checks_stalls && gate.driver.is_stall_watch(id)) {
+            next_check = None;
+        } else if next_check.is_none() {
+            next_check = Some(now + STALL_PERIOD);
+        }
+        if let Some(check) = next_check {
+            if now >= check {
+                drop(w);
+                gate.driver.stall_check();
+                next_check = Some(now + STALL_PERIOD);
+                w = lock(&sh.wake);
+                continue;
+            }
+        }
+        let until = match (deadline.at, next_check) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        w = match until {
+            None => sh.cv.wait(w).unwrap_or_else(|e| e.into_inner()),
+            Some(until) => sh
+                .cv
+                .wait_timeout(w, until.saturating_duration_since(now))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0),
+        };
+    };
+    drop(w);
+    match outcome {
+        Ok(handoff_ns) => {
+            let latency = gate.driver.precise_ns().saturating_sub(handoff_ns);
+            gate.registry.wake.record(latency);
+            Ok(gate.driver.finish_wait(id))
+        }
+        // A hand-off may have chosen this wait in the same instant: then it is inside.
+        Err(abort) => gate.driver.cancel_wait(id).ok_or(abort),
     }
 }
 

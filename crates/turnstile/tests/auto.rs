@@ -655,3 +655,128 @@ fn a_session_moved_mid_call_while_its_old_thread_parks_gives_its_slot_back_once(
     drop(s);
     assert_eq!(g.stats().inside, 0);
 }
+
+/// Another thread holds `m` until the returned sender is used (or dropped).
+fn hold_mutex(
+    m: &std::sync::Arc<turnstile::Mutex<u32>>,
+) -> (thread::JoinHandle<()>, std::sync::mpsc::Sender<()>) {
+    let m = m.clone();
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let h = thread::spawn(move || {
+        let mut v = m.lock();
+        locked_tx.send(()).unwrap();
+        let _ = go_rx.recv();
+        *v += 1;
+    });
+    locked_rx.recv().unwrap();
+    (h, go_tx)
+}
+
+/// On a thread that has served `before` (each admitted and done with, in turn), session `a`
+/// is admitted and parks on a mutex another thread holds: its slot must be lent.
+fn lends_after(before: impl FnOnce(&Gate) -> turnstile::Session + Send + 'static) {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let m = std::sync::Arc::new(turnstile::Mutex::new(0u32));
+    let (holder, go) = hold_mutex(&m);
+    let (g2, m2) = (g.clone(), m.clone());
+    let t = thread::spawn(move || {
+        let mut a = before(&g2);
+        let mut st = a.begin();
+        let call = st.enter().unwrap();
+        *m2.lock() += 1; // parks: lends a's slot
+        assert!(call.is_inside());
+    });
+    let snap = wait_for(&g, "a's slot lent while its thread parks", |s| {
+        s.inside == 0 && s.stepped_out == 1
+    });
+    assert_eq!(snap.counters.step_outs, 1, "{snap}");
+    go.send(()).unwrap();
+    holder.join().unwrap();
+    t.join().unwrap();
+    assert_eq!(g.stats().inside, 0);
+    assert_eq!(g.stats().stepped_out, 0);
+}
+
+#[test]
+fn a_thread_serving_two_sessions_in_turn_lends_the_slot_of_the_one_inside() {
+    // A connection pool's thread: a, then b, then a again, which then parks.
+    lends_after(|g| {
+        let mut a = g.named_session("a");
+        let mut b = g.named_session("b");
+        drop(a.begin().enter().unwrap());
+        drop(b.begin().enter().unwrap());
+        a
+    });
+}
+
+#[test]
+fn a_session_dropped_on_the_thread_leaves_the_threads_other_session_lending() {
+    lends_after(|g| {
+        let mut a = g.named_session("a");
+        drop(a.begin().enter().unwrap());
+        let mut b = g.named_session("b");
+        drop(b.begin().enter().unwrap());
+        drop(b);
+        a
+    });
+}
+
+#[test]
+fn a_reclaim_queued_behind_undeclared_waits_runs_the_stall_check_and_is_admitted() {
+    // Adaptive, limit 1. `r` lends its slot while it waits for a mutex; meanwhile two
+    // sessions take the slots and block in waits nobody declared (a std channel). When `r`
+    // has its lock, 2 are inside, twice the limit: its reclaim queues first in line, alone,
+    // while the lock is held. Its wait must keep the stall watch and run the stall check,
+    // which raises the limit and hands it a slot; a wait without the check would sit there
+    // until the undeclared waits ended.
+    let g = Gate::new(
+        GateConfig::new(Policy::Auto)
+            .limit(1)
+            .quantum(Duration::from_secs(1)),
+    )
+    .unwrap();
+    let m = std::sync::Arc::new(turnstile::Mutex::new(0u32));
+    let (holder, go) = hold_mutex(&m);
+    let (g2, m2) = (g.clone(), m.clone());
+    let r = thread::spawn(move || {
+        let mut s = g2.named_session("r");
+        let mut st = s.begin();
+        let call = st.enter().unwrap();
+        *m2.lock() += 1; // lends, then reclaims
+        assert!(call.is_inside());
+    });
+    wait_for(&g, "r lent its slot", |s| {
+        s.inside == 0 && s.stepped_out == 1
+    });
+    g.set_limit(2).unwrap();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let stop_rx = std::sync::Arc::new(std::sync::Mutex::new(stop_rx));
+    let blocked: Vec<_> = ["x", "y"]
+        .into_iter()
+        .map(|name| {
+            let (g3, rx) = (g.clone(), stop_rx.clone());
+            thread::spawn(move || {
+                let mut s = g3.named_session(name);
+                let mut st = s.begin();
+                let _call = st.enter().unwrap();
+                let _ = rx.lock().unwrap().recv(); // undeclared: holds the slot
+            })
+        })
+        .collect();
+    wait_for(&g, "x and y inside", |s| s.inside == 2);
+    g.set_limit(1).unwrap();
+    go.send(()).unwrap();
+    holder.join().unwrap();
+    let snap = wait_for(&g, "r's reclaim admitted by the stall check", |s| {
+        r.is_finished() && s.auto.as_ref().is_some_and(|a| a.stall_ticks >= 1) && s.queued == 0
+    });
+    assert!(snap.limit >= 2, "the stall check raised the limit: {snap}");
+    drop(stop_tx);
+    for t in blocked {
+        t.join().unwrap();
+    }
+    r.join().unwrap();
+    let st = g.stats();
+    assert_eq!((st.inside, st.queued, st.stepped_out), (0, 0, 0), "{st:?}");
+}

@@ -1544,22 +1544,32 @@ impl<W: Clone> AutoCore<W> {
     /// else above the limit while those inside are fewer than twice the limit (the
     /// allowance: lent slots come back at once, as InnoDB's force-enter after a lock wait,
     /// but bounded); else it queues first in line as a priority waiter and the caller blocks
-    /// on the returned wait (its hand-off counts the slot).
-    pub fn reclaim(&self, waiter: &W, on_queue: impl FnOnce()) -> Option<WaitId> {
+    /// on the returned wait (its hand-off counts the slot). `Ok`: the slot counted now.
+    ///
+    /// Counted in `queued` before it looks for a slot, as every waiter is (see "No lost
+    /// wake-up" in the module documentation): an exit that gives its slot back after that
+    /// look reads `queued` after its give-back, so it sees this thread and hands it the slot.
+    pub fn reclaim(&self, waiter: &W, on_queue: impl FnOnce()) -> Result<Hold, WaitId> {
         let mut q = lock(&self.q);
-        if self.slots.try_take_checked().is_some() {
-            return None;
-        }
-        let limit = self.slots.limit();
-        if limit == 0 || self.slots.inside() < 2 * limit {
-            self.slots.force_take();
-            q.reclaims_over += 1;
-            return None;
-        }
         self.queued.fetch_add(1, Ordering::SeqCst);
+        let counted = if self.slots.try_take_checked().is_some() {
+            true
+        } else {
+            let limit = self.slots.limit();
+            let over = limit == 0 || self.slots.inside() < 2 * limit;
+            if over {
+                self.slots.force_take();
+                q.reclaims_over += 1;
+            }
+            over
+        };
+        if counted {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            return Ok(self.admission(AdmittedBy::Unchecked, HoldKind::Slot).hold);
+        }
         let id = self.queue_at_head(&mut q, waiter);
         on_queue();
-        Some(id)
+        Err(id)
     }
 
     /// The queued wait `id` gives up. `None`: it left uncounted; `Some(admission)`: a
@@ -1681,6 +1691,85 @@ impl<W: Clone> AutoCore<W> {
             long_holders: self.long_holders(),
             control_window_ns: q.controller.window_ns(),
         }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Model checks of the core's own races that the gate-level models (tests/loom.rs) cannot
+    //! reach: `RUSTFLAGS="--cfg loom" cargo test -p turnstile --release --lib auto`.
+    use super::*;
+    use loom::sync::Arc;
+
+    fn params(limit: u32) -> AutoParams {
+        AutoParams {
+            start_limit: limit,
+            cpus: limit,
+            min_limit: 1,
+            max_limit: 1000,
+            quantum: DEFAULT_QUANTUM,
+            age_cap: DEFAULT_AGE_CAP,
+            max_waiting: 0,
+            adaptive: false,
+            cpu_clock_lag: Duration::ZERO,
+        }
+    }
+
+    fn admitted(step: Step) -> Hold {
+        match step {
+            Step::Admitted(a) => a.hold,
+            other => panic!("expected an admission, got {other:?}"),
+        }
+    }
+
+    fn enter(core: &AutoCore<u32>, who: u32) -> Step {
+        let mut out = Vec::new();
+        core.enter(&mut Attempt::new(false), &who, || 0, || {}, &mut out)
+    }
+
+    #[test]
+    fn a_reclaim_that_queues_while_the_holders_leave_is_handed_a_slot() {
+        // Limit 1, and 2 inside (one above the limit by an earlier reclaim): the reclaim of a
+        // third lent slot must queue, while both holders exit on another thread. Whatever
+        // the interleaving, it ends counted: its slot taken at once, or handed to it by an
+        // exit (a reclaim counted in `queued` only after it looked for a slot was missed by
+        // both exits, and nobody was left to hand it one).
+        loom::model(|| {
+            let core: Arc<AutoCore<u32>> = Arc::new(AutoCore::new(params(1)));
+            let r = admitted(enter(&core, 0));
+            assert!(core.lend(0).is_empty());
+            let z = admitted(enter(&core, 1));
+            assert!(core.lend(0).is_empty());
+            let x = admitted(enter(&core, 2));
+            let z_back = core.reclaim(&1, || {}).expect("above the limit: 2 inside");
+            drop(z_back); // z's own hold stands for it
+            let exits = {
+                let core = core.clone();
+                loom::thread::spawn(move || {
+                    let mut out = core.exit(x, || 0);
+                    out.extend(core.exit(z, || 0));
+                    out
+                })
+            };
+            let reclaimed = core.reclaim(&0, || {});
+            let handed = exits.join().unwrap();
+            match reclaimed {
+                Ok(hold) => {
+                    assert!(handed.is_empty(), "nobody else queued");
+                    drop(hold);
+                }
+                Err(id) => {
+                    let got: Vec<_> = handed.iter().map(|h| (h.waiter, h.id)).collect();
+                    assert_eq!(got, [(0, id)], "the queued reclaim was handed a slot");
+                    let (a, _) = core.finish_wait(id, 0, || None);
+                    drop(a.hold);
+                }
+            }
+            assert_eq!(core.gauges().inside, 1, "the reclaimer alone");
+            let out = core.exit(r, || 0);
+            assert!(out.is_empty());
+            assert_eq!(core.gauges().inside, 0);
+        });
     }
 }
 
@@ -2671,9 +2760,13 @@ mod tests {
         assert!(core.lend(0).is_empty());
         let c = admitted(enter(&core, 2, 0));
         wait_id(enter(&core, 3, 0));
-        assert_eq!(core.reclaim(&0, || {}), None, "above the limit: 2 inside");
+        let over = core.reclaim(&0, || {}).expect("above the limit: 2 inside");
+        assert_eq!(over.kind(), HoldKind::Slot);
+        drop(over); // the session's own hold stands for it
         assert_eq!(core.gauges().inside, 2);
-        let id = core.reclaim(&1, || {}).expect("twice the limit: queued");
+        let id = core
+            .reclaim(&1, || {})
+            .expect_err("twice the limit: queued");
         assert_eq!(core.gauges().reclaims_over, 1);
         // c leaves: 1 inside (a), limit 1: nobody is handed a slot yet.
         assert!(core.exit(c.hold, || 0).is_empty());
