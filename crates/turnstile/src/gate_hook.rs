@@ -51,9 +51,37 @@ pub(crate) const SLOT: usize = 1;
 pub(crate) const LENT: usize = 2;
 const STATE: usize = 0b11;
 
+/// The thread's recorded session and its gate. The gate weakly: a pool thread that served a
+/// session of a gate since dropped does not keep the gate alive (the session's record is a
+/// few words, and read first on every park).
 struct Current {
-    gate: Arc<GateInner>,
+    gate: WeakRef<GateInner>,
     sh: Arc<SessionShared>,
+}
+
+/// A weak reference: `std`'s, or nothing under loom (loom's `Arc` has no weak form; every
+/// function here does nothing under loom, so none is ever made or read).
+#[cfg(not(loom))]
+type WeakRef<T> = std::sync::Weak<T>;
+#[cfg(loom)]
+type WeakRef<T> = std::marker::PhantomData<T>;
+
+#[cfg(not(loom))]
+fn downgrade<T>(a: &Arc<T>) -> WeakRef<T> {
+    Arc::downgrade(a)
+}
+#[cfg(loom)]
+fn downgrade<T>(_: &Arc<T>) -> WeakRef<T> {
+    std::marker::PhantomData
+}
+
+#[cfg(not(loom))]
+fn upgrade<T>(w: &WeakRef<T>) -> Option<Arc<T>> {
+    w.upgrade()
+}
+#[cfg(loom)]
+fn upgrade<T>(_: &WeakRef<T>) -> Option<Arc<T>> {
+    None
 }
 
 thread_local! {
@@ -118,7 +146,7 @@ pub(crate) fn register(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) {
                 return false;
             };
             let displaced = c.replace(Current {
-                gate: gate.clone(),
+                gate: downgrade(gate),
                 sh: sh.clone(),
             });
             // The session it displaces is this thread's no more: its next admission here
@@ -186,10 +214,14 @@ pub(crate) fn lend() {
         if sh.held.load(Ordering::Relaxed) != me | SLOT {
             return;
         }
+        // A session holding a slot holds its gate: gone, the session is gone too.
+        let Some(gate) = upgrade(&cur.gate) else {
+            return;
+        };
         // Counted before the loan can be seen: a session moved to another thread mid-call
         // may leave as soon as the word says `LENT`, and that leave uncounts the step-out
         // (`Session::leave`), so the count must already be there.
-        let stepped_out = &cur.gate.registry.stepped_out;
+        let stepped_out = &gate.registry.stepped_out;
         stepped_out.fetch_add(1, Ordering::Relaxed);
         if !try_lend(&sh.held, me) {
             stepped_out.fetch_sub(1, Ordering::Relaxed);
@@ -197,7 +229,7 @@ pub(crate) fn lend() {
         }
         sh.bump(Counter::StepOuts);
         sh.set_state_now(SessionState::SteppedOut(StepOutReason::LockWait));
-        cur.gate.driver.lend();
+        gate.driver.lend();
     });
 }
 
@@ -216,7 +248,10 @@ pub(crate) fn reclaim() {
         if sh.held.load(Ordering::Relaxed) != me | LENT {
             return;
         }
-        let Some(counted) = cur.gate.driver.reclaim(sh) else {
+        let Some(gate) = upgrade(&cur.gate) else {
+            return;
+        };
+        let Some(counted) = gate.driver.reclaim(sh) else {
             return;
         };
         let hold = match counted {
@@ -224,18 +259,15 @@ pub(crate) fn reclaim() {
             // Queued as a priority waiter: wait for the hand-off, keeping the stall watch
             // if it has it (no timeout, no cancel: the lock is already held and the call
             // goes on).
-            Err(id) => crate::session::wait_reclaim(&cur.gate, sh, id).hold,
+            Err(id) => crate::session::wait_reclaim(&gate, sh, id).hold,
         };
         if try_reclaim(&sh.held, me) {
-            cur.gate
-                .registry
-                .stepped_out
-                .fetch_sub(1, Ordering::Relaxed);
+            gate.registry.stepped_out.fetch_sub(1, Ordering::Relaxed);
             // The session's own hold stands for the slot just counted.
             drop(hold);
             sh.set_state(SessionState::InCall);
         } else {
-            cur.gate.driver.exit(hold);
+            gate.driver.exit(hold);
         }
     });
 }
@@ -293,6 +325,27 @@ mod tests {
         mark(&held, ME);
         assert!(!try_lend(&held, OTHER));
         assert!(!clear(&held, ME));
+    }
+
+    #[test]
+    fn a_threads_record_of_a_session_keeps_no_dropped_gate_alive() {
+        use crate::{Gate, GateConfig, Policy};
+        let g = Gate::new(GateConfig::new(Policy::Auto).limit(1)).unwrap();
+        let weak = Arc::downgrade(&g.inner);
+        let mut s = g.session();
+        assert!(s.enter().unwrap(), "admitted: recorded on this thread");
+        s.exit().unwrap();
+        s.end_statement();
+        // Moved away and dropped elsewhere: this thread's record still names it.
+        std::thread::spawn(move || drop(s)).join().unwrap();
+        let recorded = CURRENT.with(|c| c.borrow().is_some());
+        assert!(recorded, "the record outlives the session on this thread");
+        drop(g);
+        assert!(weak.upgrade().is_none(), "the gate went with its last handle");
+        // Parking now lends nothing and does not fail.
+        lend();
+        reclaim();
+        CURRENT.with(|c| *c.borrow_mut() = None);
     }
 
     #[test]
