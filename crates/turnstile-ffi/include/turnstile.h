@@ -129,7 +129,10 @@ typedef struct ts_mutex ts_mutex;
 // A call made while another thread is inside a call on the same session is refused with
 // `TS_ERR_BUSY` and does nothing (a cheap check; it is not a lock to rely on). The exceptions
 // are `ts_session_cancel`, which any thread may call at any time while the session lives, and
-// `ts_session_free`, which must not overlap any other call on the session.
+// `ts_session_free`, which must not overlap any other call on the session. Under `auto`, a
+// thread that blocks on a `ts_mutex` lends the slot of the session it last called (the
+// automatic step-out): a session that moved keeps its slot, and the lending moves with it at
+// its next call on the new thread (until then, the old thread's waits may lend it).
 //
 // **Calls**: `ts_enter` … `ts_exit` brackets one call into the engine (one row). After an
 // admission the session keeps its slot between calls while tickets remain; `ts_force_exit`
@@ -345,7 +348,10 @@ ts_mutex *ts_mutex_new(void);
 void ts_mutex_free(ts_mutex *m);
 
 // Locks, waiting as long as it takes. Returns `TS_OK`, `TS_ERR_DEADLOCK` (the calling thread
-// already holds it; nothing done) or `TS_ERR_NULL`.
+// already holds it; nothing done) or `TS_ERR_NULL`. Under an `auto` gate, a thread inside a
+// call lends its session's slot while it waits here, and takes it back once it has the lock:
+// with the gate at twice its limit, that takes the next free slot (first in line), so this
+// call may also wait for the gate.
 //
 // # Safety
 // `m` is NULL or a live mutex.
@@ -369,10 +375,26 @@ int ts_mutex_unlock(ts_mutex *m);
 // the policy's name copied into `opts->policy`. Returns `TS_OK`, `TS_ERR_NULL` (NULL
 // `opts`), `TS_ERR_UTF8` or `TS_ERR_POLICY` (nothing written then).
 //
+// It writes the first version's members only (`TS_GATE_OPTIONS_MIN_SIZE` bytes, which every
+// caller's struct has) and sets `size` to that: a caller built against a later header, whose
+// struct has more, should call `ts_gate_options_init_size(opts, sizeof *opts, policy)`,
+// which fills every member both know.
+//
 // # Safety
-// `opts` is NULL or points to `sizeof(ts_gate_options)` writable bytes; `policy` is NULL or a
-// NUL-terminated string.
+// `opts` is NULL or points to `TS_GATE_OPTIONS_MIN_SIZE` writable bytes; `policy` is NULL or
+// a NUL-terminated string.
 int ts_gate_options_init(ts_gate_options *opts, const char *policy);
+
+// `ts_gate_options_init` for a struct of `size` bytes (`sizeof *opts` as the caller was
+// compiled): fills the members both this library and the caller know, and sets `size` to
+// their extent. Returns `TS_OK`, `TS_ERR_NULL`, `TS_ERR_SIZE` (`size` below
+// `TS_GATE_OPTIONS_MIN_SIZE`), `TS_ERR_UTF8` or `TS_ERR_POLICY` (nothing written on an
+// error).
+//
+// # Safety
+// `opts` is NULL or points to `size` writable bytes; `policy` is NULL or a NUL-terminated
+// string.
+int ts_gate_options_init_size(ts_gate_options *opts, size_t size, const char *policy);
 
 // A new gate with every setting of `*opts`, or NULL; `*status` (if not NULL) receives
 // `TS_OK` or the error: `TS_ERR_NULL` (NULL `opts`), `TS_ERR_SIZE` (see `ts_gate_options`),

@@ -39,8 +39,8 @@ pub use mutex::{
     ts_mutex, ts_mutex_free, ts_mutex_lock, ts_mutex_new, ts_mutex_trylock, ts_mutex_unlock,
 };
 pub use options::{
-    ts_gate_new_with, ts_gate_options, ts_gate_options_init, TS_GATE_OPTIONS_MIN_SIZE,
-    TS_POLICY_NAME_LEN,
+    ts_gate_new_with, ts_gate_options, ts_gate_options_init, ts_gate_options_init_size,
+    TS_GATE_OPTIONS_MIN_SIZE, TS_POLICY_NAME_LEN,
 };
 pub use session::{
     ts_enter, ts_exit, ts_force_exit, ts_session, ts_session_cancel, ts_session_free,

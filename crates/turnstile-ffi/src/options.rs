@@ -120,31 +120,64 @@ fn policy_in(name: &[c_char; TS_POLICY_NAME_LEN]) -> Result<Policy, ts_status> {
 /// the policy's name copied into `opts->policy`. Returns `TS_OK`, `TS_ERR_NULL` (NULL
 /// `opts`), `TS_ERR_UTF8` or `TS_ERR_POLICY` (nothing written then).
 ///
+/// It writes the first version's members only (`TS_GATE_OPTIONS_MIN_SIZE` bytes, which every
+/// caller's struct has) and sets `size` to that: a caller built against a later header, whose
+/// struct has more, should call `ts_gate_options_init_size(opts, sizeof *opts, policy)`,
+/// which fills every member both know.
+///
 /// # Safety
-/// `opts` is NULL or points to `sizeof(ts_gate_options)` writable bytes; `policy` is NULL or a
-/// NUL-terminated string.
+/// `opts` is NULL or points to `TS_GATE_OPTIONS_MIN_SIZE` writable bytes; `policy` is NULL or
+/// a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ts_gate_options_init(
     opts: *mut ts_gate_options,
+    policy: *const c_char,
+) -> c_int {
+    // SAFETY: the same contract, with the first version's size.
+    unsafe { ts_gate_options_init_size(opts, TS_GATE_OPTIONS_MIN_SIZE as usize, policy) }
+}
+
+/// `ts_gate_options_init` for a struct of `size` bytes (`sizeof *opts` as the caller was
+/// compiled): fills the members both this library and the caller know, and sets `size` to
+/// their extent. Returns `TS_OK`, `TS_ERR_NULL`, `TS_ERR_SIZE` (`size` below
+/// `TS_GATE_OPTIONS_MIN_SIZE`), `TS_ERR_UTF8` or `TS_ERR_POLICY` (nothing written on an
+/// error).
+///
+/// # Safety
+/// `opts` is NULL or points to `size` writable bytes; `policy` is NULL or a NUL-terminated
+/// string.
+#[no_mangle]
+pub unsafe extern "C" fn ts_gate_options_init_size(
+    opts: *mut ts_gate_options,
+    size: usize,
     policy: *const c_char,
 ) -> c_int {
     guard(ts_status::TS_ERR_PANIC, || {
         if opts.is_null() {
             return ts_status::TS_ERR_NULL;
         }
+        if size < TS_GATE_OPTIONS_MIN_SIZE as usize {
+            return ts_status::TS_ERR_SIZE;
+        }
         // SAFETY: NULL or NUL-terminated by contract.
         let p = match unsafe { policy_at(policy) } {
             Ok(p) => p,
             Err(e) => return e,
         };
+        let n = size.min(size_of::<ts_gate_options>());
         let mut o = defaults(p);
+        o.size = n as u32;
         // Every policy name is ASCII and shorter than the array (checked in the tests).
         for (dst, src) in o.policy.iter_mut().zip(p.name().bytes()) {
             *dst = src as c_char;
         }
-        // SAFETY: `opts` is non-NULL and points to a writable ts_gate_options by contract;
-        // `write_unaligned` asks nothing of its alignment.
-        unsafe { opts.write_unaligned(o) };
+        // SAFETY: `opts` is non-NULL and points to `size` ≥ `n` writable bytes by contract;
+        // `o` is a whole struct without padding (its size is the sum of its members', see
+        // `TS_GATE_OPTIONS_MIN_SIZE`), so its first `n` bytes are initialised; byte copies ask
+        // nothing of alignment, and the two do not overlap (`o` is a local).
+        unsafe {
+            ptr::copy_nonoverlapping((&o as *const ts_gate_options).cast::<u8>(), opts.cast(), n)
+        };
         ts_status::TS_OK
     })
     .code()
@@ -197,9 +230,26 @@ pub unsafe extern "C" fn ts_gate_new_with(
         if size < TS_GATE_OPTIONS_MIN_SIZE || size as usize > size_of::<ts_gate_options>() {
             return (ptr::null_mut(), ts_status::TS_ERR_SIZE);
         }
-        // SAFETY: `size` is this version's whole struct (checked above) and the caller
-        // guarantees `size` readable bytes; `read_unaligned` asks nothing of alignment.
-        let o = unsafe { opts.read_unaligned() };
+        // The caller's members over the defaults; members a caller built against an earlier
+        // header lacks (past its `size`) keep the defaults of the policy it names.
+        let over = |mut o: ts_gate_options| {
+            // SAFETY: the caller guarantees `size` readable bytes, and `size` is at most this
+            // version's struct (checked above), so the copy stays within `o`; byte copies ask
+            // nothing of alignment, and `o` is a local.
+            unsafe {
+                ptr::copy_nonoverlapping(
+                    opts.cast::<u8>(),
+                    (&mut o as *mut ts_gate_options).cast::<u8>(),
+                    size as usize,
+                )
+            };
+            o
+        };
+        let named = match policy_in(&over(defaults(Policy::Auto)).policy) {
+            Ok(p) => p,
+            Err(e) => return (ptr::null_mut(), e),
+        };
+        let o = over(defaults(named));
         match config_of(&o) {
             Ok(c) => new_gate(c),
             Err(e) => (ptr::null_mut(), e),

@@ -49,7 +49,10 @@ impl ts_wait_reason {
 /// A call made while another thread is inside a call on the same session is refused with
 /// `TS_ERR_BUSY` and does nothing (a cheap check; it is not a lock to rely on). The exceptions
 /// are `ts_session_cancel`, which any thread may call at any time while the session lives, and
-/// `ts_session_free`, which must not overlap any other call on the session.
+/// `ts_session_free`, which must not overlap any other call on the session. Under `auto`, a
+/// thread that blocks on a `ts_mutex` lends the slot of the session it last called (the
+/// automatic step-out): a session that moved keeps its slot, and the lending moves with it at
+/// its next call on the new thread (until then, the old thread's waits may lend it).
 ///
 /// **Calls**: `ts_enter` … `ts_exit` brackets one call into the engine (one row). After an
 /// admission the session keeps its slot between calls while tickets remain; `ts_force_exit`

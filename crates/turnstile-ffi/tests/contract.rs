@@ -219,6 +219,62 @@ fn gate_options_build_every_policy_and_refuse_bad_sizes_and_settings() {
     }
 }
 
+/// `ts_gate_options_init` writes the first version's members only, and
+/// `ts_gate_options_init_size` the members both sides know: a caller's larger struct (built
+/// against a later header) is never written past, nor past what this library knows; a size
+/// below the first version's is refused with nothing written.
+#[test]
+fn gate_options_init_writes_no_byte_past_the_size_both_sides_know() {
+    use std::mem::size_of;
+    const SENTINEL: u8 = 0xA5;
+    let own = size_of::<ts_gate_options>();
+    assert_eq!(own, TS_GATE_OPTIONS_MIN_SIZE as usize);
+    // A caller's struct 32 bytes larger than this library's (a later header's), aligned.
+    #[repr(C, align(8))]
+    struct Bigger([u8; TS_GATE_OPTIONS_MIN_SIZE as usize + 32]);
+    // SAFETY: each call gets a pointer to at least the size it is told (or to the first
+    // version's size, for the unsized form), and a NUL-terminated policy name.
+    unsafe {
+        let mut big = Bigger([SENTINEL; TS_GATE_OPTIONS_MIN_SIZE as usize + 32]);
+        let p = big.0.as_mut_ptr().cast::<ts_gate_options>();
+        assert_eq!(
+            ts_gate_options_init_size(p, big.0.len(), c"classic".as_ptr()),
+            OK
+        );
+        assert!(
+            big.0[own..].iter().all(|&b| b == SENTINEL),
+            "nothing past {own}"
+        );
+        let o = p.read();
+        assert_eq!(o.size as usize, own, "the extent both sides know");
+        assert_eq!(o.tickets, 500);
+        let mut st = 12345;
+        let g = ts_gate_new_with(&o, &mut st);
+        assert_eq!(st, OK);
+        ts_gate_free(g);
+
+        let mut big = Bigger([SENTINEL; TS_GATE_OPTIONS_MIN_SIZE as usize + 32]);
+        let p = big.0.as_mut_ptr().cast::<ts_gate_options>();
+        assert_eq!(ts_gate_options_init(p, c"auto".as_ptr()), OK);
+        assert!(big.0[TS_GATE_OPTIONS_MIN_SIZE as usize..]
+            .iter()
+            .all(|&b| b == SENTINEL));
+        assert_eq!(p.read().size, TS_GATE_OPTIONS_MIN_SIZE);
+
+        let mut small = Bigger([SENTINEL; TS_GATE_OPTIONS_MIN_SIZE as usize + 32]);
+        let p = small.0.as_mut_ptr().cast::<ts_gate_options>();
+        assert_eq!(
+            ts_gate_options_init_size(p, own - 1, c"auto".as_ptr()),
+            ts_status::TS_ERR_SIZE as i32
+        );
+        assert!(small.0.iter().all(|&b| b == SENTINEL), "nothing written");
+        assert_eq!(
+            ts_gate_options_init_size(std::ptr::null_mut(), own, std::ptr::null()),
+            ts_status::TS_ERR_NULL as i32
+        );
+    }
+}
+
 /// `ts_set_in_transaction`: under `auto`, an open transaction admitted once comes back ahead
 /// (here as an extra admission, at once, with the only slot taken); an autocommit session
 /// waits its turn (and times out).

@@ -140,33 +140,70 @@ pub(crate) fn register(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) {
         return;
     }
     let me = token();
-    if sh.owner.load(Ordering::Relaxed) != me {
-        let recorded = CURRENT.try_with(|c| {
-            let Ok(mut c) = c.try_borrow_mut() else {
-                return false;
-            };
-            let displaced = c.replace(Current {
-                gate: downgrade(gate),
-                sh: sh.clone(),
-            });
-            // The session it displaces is this thread's no more: its next admission here
-            // records it again (a thread serving two sessions in turn lends for each).
-            // Unless it has been admitted on another thread since, which owns it now.
-            if let Some(old) = displaced.filter(|old| !Arc::ptr_eq(&old.sh, sh)) {
-                let _ = old
-                    .sh
-                    .owner
-                    .compare_exchange(me, 0, Ordering::Relaxed, Ordering::Relaxed);
-            }
-            true
-        });
-        if recorded != Ok(true) {
-            // Not recorded (the thread is exiting): this admission lends nothing.
-            return;
-        }
-        sh.owner.store(me, Ordering::Relaxed);
+    if record(gate, sh, me) {
+        mark(&sh.held, me);
     }
-    mark(&sh.held, me);
+}
+
+/// Records `sh` as thread `me`'s session, unless it already is. False if it cannot be (the
+/// thread is exiting): then the thread lends nothing for it.
+fn record(gate: &Arc<GateInner>, sh: &Arc<SessionShared>, me: usize) -> bool {
+    if sh.owner.load(Ordering::Relaxed) == me {
+        return true;
+    }
+    let recorded = CURRENT.try_with(|c| {
+        let Ok(mut c) = c.try_borrow_mut() else {
+            return false;
+        };
+        let displaced = c.replace(Current {
+            gate: downgrade(gate),
+            sh: sh.clone(),
+        });
+        // The session it displaces is this thread's no more: its next admission here
+        // records it again (a thread serving two sessions in turn lends for each).
+        // Unless it has been admitted on another thread since, which owns it now.
+        if let Some(old) = displaced.filter(|old| !Arc::ptr_eq(&old.sh, sh)) {
+            let _ = old
+                .sh
+                .owner
+                .compare_exchange(me, 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        true
+    });
+    if recorded != Ok(true) {
+        return false;
+    }
+    sh.owner.store(me, Ordering::Relaxed);
+    true
+}
+
+/// A call of `sh` begins on this thread without an admission (a re-entry while it keeps its
+/// slot): if another thread marked the slot (the session moved threads since), the slot is
+/// this thread's to lend from now on, and the other thread's parks lend nothing of it. The
+/// caller checked [`moved_here`]. If the other thread has lent the slot already, the loan
+/// stands (its reclaim takes it back; the session runs uncounted until then).
+#[cold]
+pub(crate) fn take_over(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) {
+    if cfg!(loom) {
+        return;
+    }
+    let me = token();
+    let h = sh.held.load(Ordering::Relaxed);
+    if h & STATE != SLOT || h == me | SLOT || !record(gate, sh, me) {
+        return;
+    }
+    // A compare-and-swap: the other thread may be lending it at this moment.
+    let _ = sh
+        .held
+        .compare_exchange(h, me | SLOT, Ordering::AcqRel, Ordering::Relaxed);
+}
+
+/// Whether the slot `sh` keeps was marked by a thread other than this one (one load; the
+/// word is 0 for every session that is not `auto`'s or holds no slot).
+#[inline]
+pub(crate) fn moved_here(sh: &SessionShared) -> bool {
+    let h = sh.held.load(Ordering::Relaxed);
+    h != NONE && h != token() | SLOT
 }
 
 /// The session leaves (its hold given back or about to be): returns whether the slot was
@@ -243,6 +280,10 @@ pub(crate) fn lend() {
 /// counted (it read `LENT`: it gave nothing back and uncounted the step-out), the slot
 /// just counted is given back here.
 pub(crate) fn reclaim() {
+    #[cfg(test)]
+    if tests::PANIC_IN_RECLAIM.with(std::cell::Cell::get) {
+        panic!("a reclaim's accounting failed (a test's stand-in for a bug)");
+    }
     with_current(|cur| {
         let (sh, me) = (&cur.sh, token());
         if sh.held.load(Ordering::Relaxed) != me | LENT {
@@ -273,8 +314,13 @@ pub(crate) fn reclaim() {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    thread_local! {
+        /// Makes this thread's next reclaims panic (the turnstile lock's panic-safety test).
+        pub(crate) static PANIC_IN_RECLAIM: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
 
     const ME: usize = 0x1000;
     const OTHER: usize = 0x2000;
@@ -341,7 +387,10 @@ mod tests {
         let recorded = CURRENT.with(|c| c.borrow().is_some());
         assert!(recorded, "the record outlives the session on this thread");
         drop(g);
-        assert!(weak.upgrade().is_none(), "the gate went with its last handle");
+        assert!(
+            weak.upgrade().is_none(),
+            "the gate went with its last handle"
+        );
         // Parking now lends nothing and does not fail.
         lend();
         reclaim();

@@ -314,11 +314,17 @@ impl GateSnapshot {
     }
 
     fn describe(&self, s: &SessionSnapshot) -> String {
+        // `auto` grants a time quantum, not tickets: its count means nothing to a reader.
+        let tickets = if self.policy == Policy::Auto {
+            "its quantum".to_string()
+        } else {
+            format!("{} tickets", s.tickets)
+        };
         match s.state {
             SessionState::Outside => "outside".to_string(),
-            SessionState::InCall => format!("declared inside, {} tickets (in a call)", s.tickets),
+            SessionState::InCall => format!("declared inside, {tickets} (in a call)"),
             SessionState::DeclaredInside => {
-                format!("declared inside, {} tickets (between calls)", s.tickets)
+                format!("declared inside, {tickets} (between calls)")
             }
             SessionState::Sleeping => match self.policy {
                 Policy::Classic | Policy::Flifo => "sleeping before joining queue".to_string(),
@@ -424,7 +430,8 @@ impl fmt::Display for GateSnapshot {
         for s in &self.sessions {
             write!(f, "---SESSION {}", s.id)?;
             if !s.label.is_empty() {
-                write!(f, " '{}'", s.label)?;
+                // Escaped: a label with a line break cannot forge a line of this text.
+                write!(f, " '{}'", s.label.escape_debug())?;
             }
             if let Some(d) = s.in_state {
                 write!(f, ", {:.3} s", d.as_secs_f64())?;
@@ -454,6 +461,27 @@ mod tests {
         for s in states {
             assert_eq!(SessionState::from_code(s.code()), s);
         }
+    }
+
+    #[test]
+    fn a_label_with_a_line_break_cannot_forge_a_session_line_and_auto_shows_no_ticket_count() {
+        let gate = crate::Gate::new(crate::GateConfig::default()).unwrap();
+        let mut s = gate.named_session("evil\n---SESSION 99 'forged', outside");
+        assert!(s.enter().unwrap());
+        let text = gate.snapshot().to_string();
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("---SESSION")).count(),
+            1,
+            "{text}"
+        );
+        assert!(text.contains("'evil\\n---SESSION 99"), "escaped: {text}");
+        assert!(
+            text.contains("declared inside, its quantum (in a call)"),
+            "{text}"
+        );
+        assert!(!text.contains("4294967295"), "{text}");
+        s.exit().unwrap();
+        s.end_statement();
     }
 
     #[test]

@@ -284,6 +284,10 @@ impl Session {
         // Tickets are granted only with a hold and cleared with it, so tickets left means inside.
         if self.tickets.try_reenter() {
             // The re-entry fast path: this session's own fields only, no lock, no shared RMW.
+            if crate::gate_hook::moved_here(&self.sh) {
+                // `auto`: the session moved threads while it kept its slot.
+                crate::gate_hook::take_over(&self.gate, &self.sh);
+            }
             self.sh
                 .tickets
                 .store(self.tickets.reported(), Ordering::Relaxed);

@@ -780,3 +780,78 @@ fn a_reclaim_queued_behind_undeclared_waits_runs_the_stall_check_and_is_admitted
     let st = g.stats();
     assert_eq!((st.inside, st.queued, st.stepped_out), (0, 0, 0), "{st:?}");
 }
+
+#[test]
+fn a_session_moved_to_another_thread_between_calls_lends_from_there_and_not_from_the_old_one() {
+    // The session keeps its slot between calls (1 s quantum), moves to this thread and calls
+    // again here (a re-entry, no admission): from then on this thread's parks lend its slot,
+    // and the old thread's lend nothing of it (a C engine's worker pool hands sessions
+    // around).
+    use turnstile::mutex::{current_waiters, Instrumented};
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let m = std::sync::Arc::new(Instrumented::new("moved-test", ()));
+    let (to_here, from_old) = std::sync::mpsc::channel::<turnstile::Session>();
+    let (old_go_tx, old_go_rx) = std::sync::mpsc::channel::<()>();
+    let (g1, m1) = (g.clone(), m.clone());
+    let old = thread::spawn(move || {
+        let mut s = g1.named_session("moved");
+        assert!(s.enter().unwrap(), "admitted on the old thread");
+        s.exit().unwrap();
+        to_here.send(s).unwrap();
+        old_go_rx.recv().unwrap();
+        drop(m1.lock()); // parks: must lend nothing of the moved session's slot
+    });
+    let mut s = from_old.recv().unwrap();
+    assert!(
+        !s.enter().unwrap(),
+        "a re-entry on this thread: the slot was kept"
+    );
+    let guard = m.lock();
+    old_go_tx.send(()).unwrap();
+    let start = Instant::now();
+    while !current_waiters().iter().any(|w| w.lock == "moved-test") {
+        assert!(start.elapsed() < Duration::from_secs(20), "never waited");
+        thread::sleep(Duration::from_millis(1));
+    }
+    // The waiter is registered before it parks; give it time to park, then check that
+    // nothing was lent (the second half shows the same wait does lend on the right thread).
+    thread::sleep(Duration::from_millis(50));
+    let st = g.stats();
+    assert_eq!((st.inside, st.stepped_out), (1, 0), "{st:?}");
+    assert_eq!(st.counters.step_outs, 0, "{st:?}");
+    drop(guard);
+    old.join().unwrap();
+    s.exit().unwrap();
+    // The next thread, inside a call, parks on the lock another thread holds: it lends.
+    let guard = m.lock();
+    let g2 = g.clone();
+    let (m2, parked) = (
+        m.clone(),
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    let p2 = parked.clone();
+    let here = thread::spawn(move || {
+        let mut s = s;
+        // It moves once more, to this thread: the re-entry takes the slot over.
+        assert!(!s.enter().unwrap());
+        p2.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(m2.lock());
+        assert_eq!(g2.stats().stepped_out, 0, "taken back after the lock");
+        s.exit().unwrap();
+        s.end_statement();
+    });
+    wait_for(
+        &g,
+        "the moved session lent its slot while its new thread parks",
+        |st| {
+            parked.load(std::sync::atomic::Ordering::Relaxed)
+                && st.inside == 0
+                && st.stepped_out == 1
+        },
+    );
+    drop(guard);
+    here.join().unwrap();
+    let st = g.stats();
+    assert_eq!((st.inside, st.stepped_out), (0, 0), "{st:?}");
+    assert_eq!(st.counters.step_outs, 1, "{st:?}");
+}

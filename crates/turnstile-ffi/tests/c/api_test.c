@@ -494,7 +494,7 @@ static void threads_never_exceed_the_limit_and_the_counters_add_up(const char *p
         /* auto through ts_gate_new_with: its limit held where it is set, so the bound holds
          * a fixed number (the adaptive limit may otherwise grow on an idle machine). */
         ts_gate_options o;
-        CHECK_RC(ts_gate_options_init(&o, "auto"), TS_OK);
+        CHECK_RC(ts_gate_options_init_size(&o, sizeof o, "auto"), TS_OK);
         CHECK(o.size == sizeof o && o.size >= TS_GATE_OPTIONS_MIN_SIZE);
         o.limit = limit;
         o.adaptive_limit = 0;

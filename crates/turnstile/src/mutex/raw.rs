@@ -264,8 +264,28 @@ impl<S: LockStats> RawTurnstileMutex<S> {
                 deadline,
                 crate::gate_hook::lend,
             );
-            crate::gate_hook::reclaim();
-            got
+            if !got {
+                crate::gate_hook::reclaim();
+                return false;
+            }
+            // The lock is this thread's, but no guard holds it yet: if the reclaim panics
+            // (a gate accounting bug), the lock is released before the panic goes on, not
+            // left held by nobody.
+            if let Err(panic) = std::panic::catch_unwind(crate::gate_hook::reclaim) {
+                self.release_owned();
+                std::panic::resume_unwind(panic);
+            }
+            true
+        }
+    }
+
+    /// Unlocks a lock this thread holds.
+    #[inline]
+    fn release_owned(&self) {
+        let old = self.state.release();
+        debug_assert!(old & LOCKED != 0, "unlock of an unlocked mutex");
+        if needs_unlock_slow(old) {
+            self.unlock_slow(old);
         }
     }
 
@@ -316,11 +336,7 @@ unsafe impl<S: LockStats + Send + Sync> lock_api::RawMutex for RawTurnstileMutex
 
     #[inline]
     unsafe fn unlock(&self) {
-        let old = self.state.release();
-        debug_assert!(old & LOCKED != 0, "unlock of an unlocked mutex");
-        if needs_unlock_slow(old) {
-            self.unlock_slow(old);
-        }
+        self.release_owned();
     }
 
     fn is_locked(&self) -> bool {
@@ -738,6 +754,32 @@ mod tests {
     use lock_api::{RawMutex, RawMutexTimed};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
+
+    #[test]
+    fn a_panic_in_the_slot_reclaim_after_a_slow_lock_leaves_the_lock_unlocked() {
+        use crate::gate_hook::tests::PANIC_IN_RECLAIM;
+        let m = std::sync::Arc::new(RawTurnstileMutex::<NoStats>::new());
+        lock_api::RawMutex::lock(&*m);
+        let m2 = m.clone();
+        let t = std::thread::spawn(move || {
+            PANIC_IN_RECLAIM.with(|p| p.set(true));
+            // Finds the lock held: the slow path, then the reclaim, which panics.
+            std::panic::catch_unwind(|| lock_api::RawMutex::lock(&*m2)).is_err()
+        });
+        // Until the other thread waits (parked or spinning), then let it have the lock.
+        while StateWord::load(&m.state) & PARKED == 0 && !t.is_finished() {
+            std::thread::yield_now();
+        }
+        // SAFETY: this thread locked it above.
+        unsafe { lock_api::RawMutex::unlock(&*m) };
+        assert!(t.join().unwrap(), "the panic reached the caller");
+        assert!(
+            lock_api::RawMutex::try_lock(&*m),
+            "released on the way out, not left held by nobody"
+        );
+        // SAFETY: locked by the try_lock just above.
+        unsafe { lock_api::RawMutex::unlock(&*m) };
+    }
 
     #[test]
     fn the_lock_is_four_bytes() {
