@@ -311,6 +311,12 @@ impl AsyncSession {
             self.sh.set_state(SessionState::InCall);
             return Poll::Ready(Ok(false));
         }
+        if self.hold.is_some() {
+            // Still holding a slot with no tickets left: an `AsyncCall` forgotten with
+            // `mem::forget`. Leave first, or the new admission's hold would replace this one
+            // and its slot would stay counted for ever.
+            self.leave();
+        }
         let mut at = Attempt::new(self.holds_locks);
         // Read before the policy decides, so that a raise made after the decision is seen.
         let generation = self.gate.raise_generation.load(Ordering::Acquire);

@@ -387,9 +387,7 @@ impl Driver {
                     (old, released)
                 };
                 let n = released.len() as u64;
-                for r in released {
-                    self.deliver(r);
-                }
+                deliver_each(released, |r| self.deliver(r));
                 (old, n)
             }
             Cores::Polling(c) => (c.set_limit(limit), 0),
@@ -465,9 +463,7 @@ impl Driver {
     }
 
     fn deliver_all(&self, out: Releases<Arc<SessionShared>>) {
-        for r in out {
-            self.deliver(r);
-        }
+        deliver_each(out, |r| self.deliver(r));
     }
 
     /// Signals a released waiter (called without the queue lock held): notifies its condvar
@@ -490,6 +486,21 @@ impl Driver {
         if let Some(waker) = waker {
             waker.wake();
         }
+    }
+}
+
+/// Delivers every release, even if one delivery panics (an async runtime's waker is foreign
+/// code): a release left undelivered would leave its waiter asleep with a slot counted for it.
+/// The first panic goes on once all are delivered.
+fn deliver_each<R>(out: impl IntoIterator<Item = R>, mut deliver: impl FnMut(R)) {
+    let mut panic = None;
+    for r in out {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliver(r))) {
+            panic.get_or_insert(p);
+        }
+    }
+    if let Some(p) = panic {
+        std::panic::resume_unwind(p);
     }
 }
 
@@ -534,6 +545,23 @@ mod tests {
     use super::*;
     use crate::{GateConfig, Policy};
     use std::time::Duration;
+
+    #[test]
+    fn every_release_is_delivered_even_if_one_delivery_panics_and_the_panic_goes_on() {
+        let mut delivered = Vec::new();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            deliver_each([1, 2, 3], |r| {
+                delivered.push(r);
+                assert_ne!(r, 2, "a foreign waker panics");
+            })
+        }));
+        assert!(r.is_err(), "the panic reached the caller");
+        assert_eq!(
+            delivered,
+            [1, 2, 3],
+            "the releases after it were delivered too"
+        );
+    }
 
     #[test]
     fn a_wait_for_the_queue_lock_is_counted_while_it_lasts_and_after() {

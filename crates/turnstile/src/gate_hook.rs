@@ -86,6 +86,12 @@ fn upgrade<T>(_: &WeakRef<T>) -> Option<Arc<T>> {
 
 thread_local! {
     static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+    /// The wake record this thread's queued reclaims wait on: its own, not the session's. A
+    /// session that moved threads may be waiting on its own record at the same moment (its
+    /// new thread queued for it), and a record holds one release: two waits on it would lose
+    /// one. A thread has at most one reclaim queued at a time; release ids only grow, so an
+    /// old release never matches a new wait.
+    static RECLAIM_WAKE: Arc<SessionShared> = Arc::new(SessionShared::new(0, String::new()));
     /// Its address identifies the thread.
     static TOKEN: Token = const { Token(0) };
 }
@@ -264,7 +270,7 @@ pub(crate) fn lend() {
             stepped_out.fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        sh.bump(Counter::StepOuts);
+        sh.bump_shared(Counter::StepOuts);
         sh.set_state_now(SessionState::SteppedOut(StepOutReason::LockWait));
         gate.driver.lend();
     });
@@ -292,7 +298,10 @@ pub(crate) fn reclaim() {
         let Some(gate) = upgrade(&cur.gate) else {
             return;
         };
-        let Some(counted) = gate.driver.reclaim(sh) else {
+        let Ok(waiter) = RECLAIM_WAKE.try_with(Arc::clone) else {
+            return; // the thread is exiting: the loan stands until the session leaves
+        };
+        let Some(counted) = gate.driver.reclaim(&waiter) else {
             return;
         };
         let hold = match counted {
@@ -300,7 +309,7 @@ pub(crate) fn reclaim() {
             // Queued as a priority waiter: wait for the hand-off, keeping the stall watch
             // if it has it (no timeout, no cancel: the lock is already held and the call
             // goes on).
-            Err(id) => crate::session::wait_reclaim(&gate, sh, id).hold,
+            Err(id) => crate::session::wait_reclaim(&gate, &waiter, id).hold,
         };
         if try_reclaim(&sh.held, me) {
             gate.registry.stepped_out.fetch_sub(1, Ordering::Relaxed);

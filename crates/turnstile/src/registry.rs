@@ -86,6 +86,13 @@ impl SessionShared {
         a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
+    /// Counts one event from a thread that may not be the session's (`gate_hook`'s loan: the
+    /// session may have moved threads): a read-modify-write, so the owner's `bump` of the
+    /// same counter at the same moment is not lost.
+    pub(crate) fn bump_shared(&self, c: Counter) {
+        self.counters[c as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Publishes a state without touching its timestamp (the fast paths).
     #[inline]
     pub(crate) fn set_state(&self, s: SessionState) {

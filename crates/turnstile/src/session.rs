@@ -295,6 +295,12 @@ impl Session {
             self.sh.set_state(SessionState::InCall);
             return Ok(false);
         }
+        if self.hold.is_some() {
+            // Still holding a slot with no tickets left: a call that never exited (a `Call`
+            // forgotten with `mem::forget`). Leave first, or the new admission's hold would
+            // replace this one and its slot would stay counted for ever.
+            self.leave();
+        }
         self.admit()?;
         Ok(true)
     }
@@ -354,7 +360,11 @@ impl Session {
         let was_inside = self.is_inside();
         if !(was_inside && self.gate.driver.keeps_slot_across(reason)) {
             self.leave();
-            self.resume = was_inside.then_some(reason);
+            if was_inside {
+                // A step-out begun outside (a second one in the same call) keeps the rule
+                // the first left pending (after a row-lock wait: the unchecked re-entry).
+                self.resume = Some(reason);
+            }
         }
         self.sh.bump(Counter::StepOuts);
         self.sh.set_state_now(SessionState::SteppedOut(reason));
@@ -833,6 +843,13 @@ impl<'s> Statement<'s> {
     /// [`Call`] exits.
     #[inline]
     pub fn enter(&mut self) -> Result<Call<'_>, GateError> {
+        // Mixed with the explicit calls: the same refusals as `Session::enter`.
+        if self.session.in_wait {
+            return Err(GateError::Misuse(Misuse::CallDuringWait));
+        }
+        if self.session.in_call {
+            return Err(GateError::Misuse(Misuse::NestedEnter));
+        }
         let admitted = self.session.enter_call()?;
         Ok(Call {
             session: &mut *self.session,

@@ -557,3 +557,20 @@ fn an_open_transaction_that_finds_the_extras_taken_waits_at_the_head_and_goes_fi
     let st = gate.stats();
     assert_eq!((st.inside, st.queued, st.waiting), (0, 0, 0), "{st:?}");
 }
+
+#[test]
+fn an_enter_after_a_forgotten_async_call_gives_its_slot_back_before_it_is_admitted_again() {
+    let gate = queue_gate(Policy::Classic, 4, 1);
+    {
+        let mut s = gate.async_session("t").unwrap();
+        let t = Task::new();
+        for _ in 0..3 {
+            match t.poll(&mut s.enter()) {
+                Poll::Ready(Ok(call)) => std::mem::forget(call),
+                other => panic!("room for it: {other:?}"),
+            }
+            assert_eq!(gate.stats().inside, 1, "one slot at a time");
+        }
+    }
+    assert_eq!(gate.stats().inside, 0, "nothing left counted");
+}

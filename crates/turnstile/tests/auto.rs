@@ -855,3 +855,52 @@ fn a_session_moved_to_another_thread_between_calls_lends_from_there_and_not_from
     assert_eq!((st.inside, st.stepped_out), (0, 0), "{st:?}");
     assert_eq!(st.counters.step_outs, 1, "{st:?}");
 }
+
+#[test]
+fn a_queued_reclaim_and_the_moved_sessions_own_wait_are_both_handed_their_slots() {
+    // A session admitted on thread A moves to this thread while A, parked on a mutex, lent
+    // its slot. With the gate at twice its limit, A's reclaim queues; the session, which left
+    // meanwhile, queues again from another thread. One raise releases both: each wait must
+    // see its own release (the reclaim waits on its thread's record, not the session's).
+    let g = Gate::new(auto(2).quantum(Duration::from_secs(1))).unwrap();
+    let m = std::sync::Arc::new(turnstile::Mutex::new(()));
+    let held = m.lock();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let a = {
+        let (g, m) = (g.clone(), m.clone());
+        thread::spawn(move || {
+            let mut s = g.named_session("moved");
+            assert!(s.enter().unwrap());
+            s.exit().unwrap(); // keeps its slot for the quantum
+            tx.send(s).unwrap();
+            let _g = m.lock(); // parks: lends; then reclaims through the queue
+        })
+    };
+    let mut s = rx.recv().unwrap();
+    wait_for(&g, "A lent the session's slot", |st| {
+        st.stepped_out == 1 && st.inside == 0
+    });
+    let (mut d1, mut d2) = (g.session(), g.session());
+    assert!(d1.enter().unwrap() && d2.enter().unwrap());
+    g.set_limit(1).unwrap(); // 2 inside: twice the limit, so a reclaim queues
+    drop(held);
+    wait_for(&g, "A's reclaim queued", |st| st.queued == 1);
+    s.end_statement(); // leaves while lent: gives nothing back
+    let b = thread::spawn(move || {
+        assert!(s.enter().unwrap());
+        s.exit().unwrap();
+        s.end_statement();
+    });
+    wait_for(&g, "the session queued too", |st| st.queued == 2);
+    g.set_limit(10).unwrap();
+    wait_for(&g, "both waits handed their slots", |_| {
+        a.is_finished() && b.is_finished()
+    });
+    a.join().unwrap();
+    b.join().unwrap();
+    d1.exit().unwrap();
+    d2.exit().unwrap();
+    drop((d1, d2));
+    let st = g.stats();
+    assert_eq!((st.inside, st.queued, st.stepped_out), (0, 0, 0), "{st:?}");
+}

@@ -273,3 +273,71 @@ fn a_limit_lowered_while_polling_threads_run_is_never_exceeded_by_newcomers() {
     assert!(late_max.load(Ordering::SeqCst) <= 1);
     assert_eq!(g.stats().inside, 0);
 }
+
+#[test]
+fn a_guard_enter_inside_an_explicit_call_is_refused_and_no_slot_is_counted_twice() {
+    let g = gate(Policy::Classic, 4);
+    {
+        let mut s = g.session();
+        assert!(s.enter().unwrap(), "an admission, inside a call");
+        let mut st = s.begin();
+        assert!(matches!(
+            st.enter(),
+            Err(GateError::Misuse(turnstile::Misuse::NestedEnter))
+        ));
+        drop(st); // the statement's end: the explicit call ends with it
+        assert_eq!(g.stats().inside, 0);
+        s.wait_begin(StepOutReason::DiskIo).unwrap();
+        assert!(matches!(
+            s.begin().enter(),
+            Err(GateError::Misuse(turnstile::Misuse::CallDuringWait))
+        ));
+        // That statement's end ended the declared wait too.
+        assert_eq!(g.stats().stepped_out, 0);
+    }
+    assert_eq!(g.stats().inside, 0);
+}
+
+#[test]
+fn an_enter_after_a_forgotten_call_gives_its_slot_back_before_it_is_admitted_again() {
+    // One ticket per admission: the forgotten call spent the last, so the next enter is an
+    // admission while the session still holds a slot.
+    let g = Gate::new(GateConfig::new(Policy::Classic).limit(4).tickets(1)).unwrap();
+    {
+        let mut s = g.session();
+        let mut st = s.begin();
+        drop(st.enter().unwrap()); // admitted, one ticket kept
+        std::mem::forget(st.enter().unwrap()); // the last ticket; never exited
+        assert_eq!(g.stats().inside, 1);
+        let c = st.enter().unwrap();
+        assert!(c.admitted());
+        assert_eq!(g.stats().inside, 1, "the old slot went back first");
+    }
+    assert_eq!(g.stats().inside, 0, "nothing left counted");
+}
+
+#[test]
+fn a_second_step_out_in_a_call_keeps_the_row_lock_waits_unchecked_re_entry() {
+    let g = Gate::new(
+        GateConfig::new(Policy::Classic)
+            .limit(1)
+            .sleep_delay(Duration::ZERO),
+    )
+    .unwrap();
+    let mut a = g.session();
+    a.set_wait_timeout(Some(Duration::from_millis(20)));
+    let mut st = a.begin();
+    let mut call = st.enter().unwrap();
+    call.step_out(StepOutReason::RowLockWait, || ());
+    call.step_out(StepOutReason::DiskIo, || ());
+    let mut b = g.session();
+    assert!(b.enter().unwrap(), "b takes the only slot");
+    // After a row-lock wait that began inside, the re-entry is unchecked: no wait.
+    call.resume().unwrap();
+    assert_eq!(g.stats().counters.unchecked_reentries, 1);
+    drop(call);
+    drop(st);
+    b.exit().unwrap();
+    b.end_statement();
+    assert_eq!(g.stats().inside, 0);
+}
