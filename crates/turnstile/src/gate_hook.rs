@@ -100,7 +100,9 @@ thread_local! {
 #[repr(align(8))]
 struct Token(#[allow(dead_code)] u8);
 
-fn token() -> usize {
+/// This thread's token.
+#[inline]
+pub(crate) fn token() -> usize {
     TOKEN.with(|t| t as *const Token as usize)
 }
 
@@ -139,24 +141,26 @@ fn try_reclaim(held: &AtomicUsize, me: usize) -> bool {
 }
 
 /// An `auto` admission on this thread: the session may lend its slot while this thread
-/// blocks on a turnstile lock.
+/// blocks on a turnstile lock. Returns the thread's token (0: nothing marked, the thread is
+/// exiting, or under loom).
 #[inline]
-pub(crate) fn register(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) {
+pub(crate) fn register(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) -> usize {
     if cfg!(loom) {
-        return;
+        return 0;
     }
     let me = token();
-    if record(gate, sh, me) {
+    // Once per session and thread: a comparison otherwise.
+    if sh.owner.load(Ordering::Relaxed) == me || record(gate, sh, me) {
         mark(&sh.held, me);
+        return me;
     }
+    0
 }
 
-/// Records `sh` as thread `me`'s session, unless it already is. False if it cannot be (the
-/// thread is exiting): then the thread lends nothing for it.
+/// Records `sh` as thread `me`'s session (it is not yet). False if it cannot be (the thread
+/// is exiting): then the thread lends nothing for it.
+#[cold]
 fn record(gate: &Arc<GateInner>, sh: &Arc<SessionShared>, me: usize) -> bool {
-    if sh.owner.load(Ordering::Relaxed) == me {
-        return true;
-    }
     let recorded = CURRENT.try_with(|c| {
         let Ok(mut c) = c.try_borrow_mut() else {
             return false;
@@ -184,32 +188,30 @@ fn record(gate: &Arc<GateInner>, sh: &Arc<SessionShared>, me: usize) -> bool {
 }
 
 /// A call of `sh` begins on this thread without an admission (a re-entry while it keeps its
-/// slot): if another thread marked the slot (the session moved threads since), the slot is
-/// this thread's to lend from now on, and the other thread's parks lend nothing of it. The
-/// caller checked [`moved_here`]. If the other thread has lent the slot already, the loan
-/// stands (its reclaim takes it back; the session runs uncounted until then).
+/// slot), and another thread marked the slot (the session moved threads since): the slot
+/// becomes this thread's to lend, and the other thread's parks lend nothing of it. Returns
+/// whether it did; not if the other thread has lent the slot already (the loan stands, its
+/// reclaim takes it back, and the next re-entry here tries again) or the session holds none.
 #[cold]
-pub(crate) fn take_over(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) {
+pub(crate) fn take_over(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) -> bool {
     if cfg!(loom) {
-        return;
+        return false;
     }
     let me = token();
     let h = sh.held.load(Ordering::Relaxed);
-    if h & STATE != SLOT || h == me | SLOT || !record(gate, sh, me) {
-        return;
+    if h == me | SLOT {
+        return true;
+    }
+    if h & STATE != SLOT {
+        return false;
+    }
+    if sh.owner.load(Ordering::Relaxed) != me && !record(gate, sh, me) {
+        return false;
     }
     // A compare-and-swap: the other thread may be lending it at this moment.
-    let _ = sh
-        .held
-        .compare_exchange(h, me | SLOT, Ordering::AcqRel, Ordering::Relaxed);
-}
-
-/// Whether the slot `sh` keeps was marked by a thread other than this one (one load; the
-/// word is 0 for every session that is not `auto`'s or holds no slot).
-#[inline]
-pub(crate) fn moved_here(sh: &SessionShared) -> bool {
-    let h = sh.held.load(Ordering::Relaxed);
-    h != NONE && h != token() | SLOT
+    sh.held
+        .compare_exchange(h, me | SLOT, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
 }
 
 /// The session leaves (its hold given back or about to be): returns whether the slot was

@@ -79,6 +79,10 @@ pub struct Session {
     /// The open transaction was admitted once: its later admissions come back by `auto`'s
     /// rule after a wait.
     txn_admitted: bool,
+    /// `auto`: the thread that may lend this session's slot (`gate_hook`'s token; 0: none).
+    /// A re-entry on another thread takes the slot over: comparing this copy with the
+    /// thread's token keeps the check on the re-entry fast path off the shared record.
+    lender: usize,
 }
 
 impl std::fmt::Debug for Session {
@@ -217,6 +221,7 @@ impl Session {
             in_wait: false,
             in_txn: false,
             txn_admitted: false,
+            lender: 0,
         }
     }
 
@@ -284,9 +289,11 @@ impl Session {
         // Tickets are granted only with a hold and cleared with it, so tickets left means inside.
         if self.tickets.try_reenter() {
             // The re-entry fast path: this session's own fields only, no lock, no shared RMW.
-            if crate::gate_hook::moved_here(&self.sh) {
+            if self.lender != 0 && self.lender != crate::gate_hook::token() {
                 // `auto`: the session moved threads while it kept its slot.
-                crate::gate_hook::take_over(&self.gate, &self.sh);
+                if crate::gate_hook::take_over(&self.gate, &self.sh) {
+                    self.lender = crate::gate_hook::token();
+                }
             }
             self.sh
                 .tickets
@@ -324,6 +331,7 @@ impl Session {
     /// Leaves for real: tickets to 0, the slot (if any) given back or handed to a waiter.
     fn leave(&mut self) {
         self.tickets.clear();
+        self.lender = 0;
         if let Some(hold) = self.hold.take() {
             if self.gate.driver.is_auto() && crate::gate_hook::leave(&self.sh) {
                 // Lent while this session was used on another thread: the loan gave it back,
@@ -599,7 +607,7 @@ impl Session {
         }
         self.hold = Some(hold);
         if lendable {
-            crate::gate_hook::register(&self.gate, &self.sh);
+            self.lender = crate::gate_hook::register(&self.gate, &self.sh);
         }
     }
 
