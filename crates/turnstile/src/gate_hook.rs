@@ -385,6 +385,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(not(loom))]
     fn a_threads_record_of_a_session_keeps_no_dropped_gate_alive() {
         use crate::{Gate, GateConfig, Policy};
         let g = Gate::new(GateConfig::new(Policy::Auto).limit(1)).unwrap();
