@@ -9,6 +9,17 @@ fn turnstile(args: &[&str]) -> std::process::Output {
         .expect("run turnstile")
 }
 
+/// Runs `turnstile args` and asserts that it succeeded (showing its stderr if not).
+fn turnstile_ok(args: &[&str]) -> std::process::Output {
+    let out = turnstile(args);
+    assert!(
+        out.status.success(),
+        "turnstile {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 const TINY: [&str; 10] = [
     "bench",
     "gate",
@@ -974,12 +985,7 @@ fn sim_oltp_runs_auto_beside_its_fixed_limits_and_says_how_near_the_best_it_came
         "--out",
         dir.to_str().unwrap(),
     ];
-    let out = turnstile(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = turnstile_ok(&args);
     let md = String::from_utf8_lossy(&out.stdout);
     let line = md
         .lines()
@@ -989,8 +995,7 @@ fn sim_oltp_runs_auto_beside_its_fixed_limits_and_says_how_near_the_best_it_came
     assert!(line.contains("its limit ended at "), "{line}");
 
     let json: Vec<&str> = args.iter().copied().chain(["--json"]).collect();
-    let out = turnstile(&json);
-    assert!(out.status.success());
+    let out = turnstile_ok(&json);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = v["runs"].as_array().unwrap();
     let names: Vec<_> = runs.iter().map(|r| r["policy"].as_str().unwrap()).collect();

@@ -402,19 +402,7 @@ fn a_thread_blocked_on_a_turnstile_mutex_lends_its_slot_and_takes_it_back_after(
     let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
     let m = std::sync::Arc::new(turnstile::Mutex::new(0u32));
     // Another thread holds the mutex (outside the gate).
-    let guard_holder = {
-        let m = m.clone();
-        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let h = thread::spawn(move || {
-            let mut v = m.lock();
-            locked_tx.send(()).unwrap();
-            go_rx.recv().unwrap();
-            *v += 1;
-        });
-        locked_rx.recv().unwrap();
-        (h, go_tx)
-    };
+    let guard_holder = hold_mutex(&m);
     // The only slot's holder blocks on the mutex, without declaring anything.
     let (g2, m2) = (g.clone(), m.clone());
     let blocked = thread::spawn(move || {

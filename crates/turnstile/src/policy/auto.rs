@@ -1694,6 +1694,23 @@ impl<W: Clone> AutoCore<W> {
     }
 }
 
+/// A fixed-limit core's parameters for `limit` CPUs and slots, with exact CPU readings (the
+/// core's tests and its loom models).
+#[cfg(test)]
+fn test_params(limit: u32, age_cap: Duration) -> AutoParams {
+    AutoParams {
+        start_limit: limit,
+        cpus: limit,
+        min_limit: 1,
+        max_limit: 1000,
+        quantum: DEFAULT_QUANTUM,
+        age_cap,
+        max_waiting: 0,
+        adaptive: false,
+        cpu_clock_lag: Duration::ZERO,
+    }
+}
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     //! Model checks of the core's own races that the gate-level models (tests/loom.rs) cannot
@@ -1702,17 +1719,7 @@ mod loom_tests {
     use loom::sync::Arc;
 
     fn params(limit: u32) -> AutoParams {
-        AutoParams {
-            start_limit: limit,
-            cpus: limit,
-            min_limit: 1,
-            max_limit: 1000,
-            quantum: DEFAULT_QUANTUM,
-            age_cap: DEFAULT_AGE_CAP,
-            max_waiting: 0,
-            adaptive: false,
-            cpu_clock_lag: Duration::ZERO,
-        }
+        test_params(limit, DEFAULT_AGE_CAP)
     }
 
     fn admitted(step: Step) -> Hold {
@@ -1780,18 +1787,8 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn params(limit: u32) -> AutoParams {
-        AutoParams {
-            start_limit: limit,
-            cpus: limit,
-            min_limit: 1,
-            max_limit: 1000,
-            quantum: DEFAULT_QUANTUM,
-            // The tests' times are written for a 5 ms cap.
-            age_cap: Duration::from_millis(5),
-            max_waiting: 0,
-            adaptive: false,
-            cpu_clock_lag: Duration::ZERO,
-        }
+        // The tests' times are written for a 5 ms cap.
+        test_params(limit, Duration::from_millis(5))
     }
 
     fn admitted(step: Step) -> Admission {
