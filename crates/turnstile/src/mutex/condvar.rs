@@ -245,8 +245,22 @@ struct Relock<'a> {
 impl Drop for Relock<'_> {
     fn drop(&mut self) {
         if self.unlocked.get() {
-            lock_api::RawMutex::lock(self.raw);
+            // Without the gate's step-out: the wait lent the slot before it began and takes
+            // it back after this relock (`ReclaimAfter`), with the guard's lock held again. A
+            // reclaim inside the lock would run before the lock is the guard's, and if it
+            // panicked the lock would be released under a live guard.
+            self.raw.lock_without_gate();
         }
+    }
+}
+
+/// Takes back the gate slot a wait lent (`gate_hook::reclaim`) when dropped: on every way
+/// out of the wait, unwinding included (a wait refused for a second mutex), after the relock.
+struct ReclaimAfter;
+
+impl Drop for ReclaimAfter {
+    fn drop(&mut self) {
+        crate::gate_hook::reclaim();
     }
 }
 
@@ -387,6 +401,11 @@ impl Condvar {
         // `relock` locks it again before this function returns or unwinds, while the guard is
         // borrowed here (`&mut`), so the guard is never used while the mutex is unlocked.
         let raw: &RawTurnstileMutex = unsafe { MutexGuard::mutex(guard).raw() };
+        // A thread inside an `auto` gate lends its slot for the wait (`gate_hook`), and takes
+        // it back once the wait is over and the lock is held again: declared before `relock`,
+        // so dropped after it.
+        crate::gate_hook::lend();
+        let _reclaim = ReclaimAfter;
         let relock = Relock {
             raw,
             unlocked: Cell::new(false),
@@ -399,11 +418,8 @@ impl Condvar {
             relock.unlocked.set(true);
         };
         let mutex = raw as *const RawTurnstileMutex as usize;
-        // A thread inside an `auto` gate lends its slot for the wait (`gate_hook`).
-        crate::gate_hook::lend();
         let timed_out = with_table(|table| wait(&self.state, mutex, table, unlock, deadline));
         drop(relock);
-        crate::gate_hook::reclaim();
         WaitTimeoutResult(timed_out)
     }
 }
@@ -439,6 +455,51 @@ mod tests {
             "the last waiter to leave clears the word"
         );
         assert_eq!(format!("{cv:?}"), "Condvar { has_waiters: false }");
+    }
+
+    #[test]
+    fn a_panic_in_the_slot_reclaim_after_a_wait_unwinds_with_the_lock_held_and_releases_it() {
+        use crate::gate_hook::tests::PANIC_IN_RECLAIM;
+        use std::sync::Arc;
+        let m = Arc::new(crate::Mutex::new(0u32));
+        let cv = Arc::new(Condvar::new());
+        let (m2, cv2) = (m.clone(), cv.clone());
+        let waiter = std::thread::spawn(move || {
+            PANIC_IN_RECLAIM.with(|p| p.set(true));
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut g = m2.lock();
+                let _ = cv2.wait_for(&mut g, Duration::from_millis(30));
+                *g += 1;
+            }))
+            .is_err()
+        });
+        let watchdog = std::time::Instant::now();
+        let alive = |what: &str| {
+            assert!(
+                watchdog.elapsed() < Duration::from_secs(20),
+                "watchdog: {what}"
+            );
+            std::thread::yield_now();
+        };
+        while cv.state.get() == 0 {
+            alive("the waiter never waited");
+        }
+        // Held here when the wait times out: its relock takes the slow path and parks.
+        let g = m.lock();
+        // SAFETY: only reads the state word.
+        let raw = unsafe { m.raw() };
+        while !raw.has_parked() {
+            alive("the relock never parked");
+        }
+        drop(g);
+        assert!(
+            waiter.join().unwrap(),
+            "the reclaim's panic reached the caller"
+        );
+        let g = m
+            .try_lock()
+            .expect("released as the guard unwound, not left held");
+        assert_eq!(*g, 0, "the critical section after the wait never ran");
     }
 }
 

@@ -233,6 +233,16 @@ impl InnodbMutex {
         self.lock_word.swap(1, Ordering::Acquire) == 0
     }
 
+    /// [`Self::test_and_set`] after the waiter announced itself (`waiters = 1`): the unlock
+    /// stores the lock word and then loads `waiters`, this thread stores `waiters` and then
+    /// swaps the lock word. Both sides `SeqCst`, so one of them sees the other's store (an
+    /// `Acquire` swap would let both miss on a weak machine such as POWER, and the waiter
+    /// would sleep with nobody left to wake it). On x86 and ARMv8 it is the same instruction.
+    #[inline]
+    fn test_and_set_announced(&self) -> bool {
+        self.lock_word.swap(1, Ordering::SeqCst) == 0
+    }
+
     /// Adds to a counter while holding the lock: only the holder writes, so a load and a store
     /// suffice.
     #[inline]
@@ -315,7 +325,7 @@ impl InnodbMutex {
             let signal_count = self.event.reset();
             self.waiters.store(1, Ordering::SeqCst);
             for _ in 0..TRIES_AFTER_RESERVE {
-                if self.test_and_set() {
+                if self.test_and_set_announced() {
                     // The waiters flag stays set: others may be waiting too.
                     free_cell(cell);
                     return;

@@ -419,9 +419,16 @@ impl<T: ?Sized> Instrumented<T> {
         };
         let got = registry::with_slot(|slot| {
             *registry::lock(&slot.wait) = Some(wait);
-            let got = self.raw.lock_until(deadline);
-            *registry::lock(&slot.wait) = None;
-            got
+            // Cleared on every way out, unwinding included (a panic in the gate's reclaim
+            // after the slow lock): a stale entry would show this thread waiting for ever.
+            struct Clear<'a>(&'a registry::Slot);
+            impl Drop for Clear<'_> {
+                fn drop(&mut self) {
+                    *registry::lock(&self.0.wait) = None;
+                }
+            }
+            let _clear = Clear(slot);
+            self.raw.lock_until(deadline)
         });
         if got {
             // Holding the lock: this thread is the histogram's only writer right now.
@@ -623,6 +630,42 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
+
+    #[test]
+    fn a_panic_in_the_slow_lock_leaves_no_entry_in_the_waiter_registry() {
+        use crate::gate_hook::tests::PANIC_IN_RECLAIM;
+        let m = Arc::new(Instrumented::new("panics-in-reclaim", ()));
+        let g = m.lock();
+        let m2 = m.clone();
+        let (done_tx, done_rx) = mpsc::channel();
+        let (exit_tx, exit_rx) = mpsc::channel::<()>();
+        // Alive until the check below: a thread's slot leaves the registry when it exits.
+        let waiter = std::thread::spawn(move || {
+            PANIC_IN_RECLAIM.with(|p| p.set(true));
+            let lock = std::panic::AssertUnwindSafe(|| drop(m2.lock()));
+            done_tx
+                .send(std::panic::catch_unwind(lock).is_err())
+                .unwrap();
+            let _ = exit_rx.recv();
+        });
+        let listed = || {
+            current_waiters()
+                .iter()
+                .any(|w| w.lock == "panics-in-reclaim")
+        };
+        let start = Instant::now();
+        while !listed() {
+            assert!(start.elapsed() < Duration::from_secs(20), "never waited");
+            std::thread::yield_now();
+        }
+        drop(g);
+        let panicked = done_rx.recv().unwrap();
+        assert!(panicked, "the reclaim's panic reached the caller");
+        assert!(!listed(), "no stale entry while the thread lives on");
+        assert!(m.try_lock().is_some(), "the lock was released");
+        exit_tx.send(()).unwrap();
+        waiter.join().unwrap();
+    }
 
     #[test]
     fn an_uncontended_lock_records_the_holder_and_no_wait() {

@@ -279,6 +279,25 @@ impl<S: LockStats> RawTurnstileMutex<S> {
         }
     }
 
+    /// Locks without the `auto` gate's step-out around the wait (the condition variable's
+    /// relock: its wait lent the slot already, and takes it back once the guard's lock is held
+    /// again).
+    pub(crate) fn lock_without_gate(&self) {
+        if self.state.acquire() {
+            return;
+        }
+        #[cfg(loom)]
+        unreachable!("the model checks drive lock_slow with a table of their own");
+        #[cfg(not(loom))]
+        lock_slow(&self.state, &TABLE, &self.stats, None, || {});
+    }
+
+    /// Whether waiters are parked on it (tests that need a waiter to be asleep first).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn has_parked(&self) -> bool {
+        StateWord::load(&self.state) & PARKED != 0
+    }
+
     /// Unlocks a lock this thread holds.
     #[inline]
     fn release_owned(&self) {
