@@ -46,6 +46,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -1320,7 +1321,7 @@ fn drive<T>(
     to_row: impl Fn(T) -> Row,
     force_exit: bool,
     engine: &Engine,
-    f: &mut impl FnMut(&Row),
+    f: &mut impl FnMut(&Row) -> ControlFlow<()>,
 ) -> Result<u64> {
     let mut n = 0u64;
     loop {
@@ -1334,16 +1335,19 @@ fn drive<T>(
             None => return Ok(n),
             Some(item) => {
                 let row = to_row(item?);
-                if force_exit && stmt.is_inside() {
+                let go = if force_exit && stmt.is_inside() {
                     // `srv_conc_force_exit_innodb` does nothing for a thread not inside (its
                     // last ticket already took it out).
                     stmt.step_out(StepOutReason::SendingResults, || {
                         f(std::hint::black_box(&row))
-                    });
+                    })
                 } else {
-                    f(std::hint::black_box(&row));
-                }
+                    f(std::hint::black_box(&row))
+                };
                 n += 1;
+                if go.is_break() {
+                    return Ok(n);
+                }
             }
         }
     }
@@ -1751,8 +1755,11 @@ impl Connection {
     /// server layer — an aggregate or a sort buffer, **not** a send to the client: the slot and
     /// tickets are kept whatever the [`RowSend`] setting. Returns the rows fetched. A scan of
     /// n rows makes n + 1 enters (the last finds the end). Sees this connection's own writes.
-    pub fn scan(&mut self, table: &str, lo: u32, hi: u32, f: impl FnMut(&Row)) -> Result<u64> {
-        self.scan_inner(table, lo, hi, false, f)
+    pub fn scan(&mut self, table: &str, lo: u32, hi: u32, mut f: impl FnMut(&Row)) -> Result<u64> {
+        self.scan_inner(table, lo, hi, false, |row| {
+            f(row);
+            ControlFlow::Continue(())
+        })
     }
 
     /// Like [`Connection::scan`], but each row fetched is sent to the client by `send`, as
@@ -1766,7 +1773,23 @@ impl Connection {
         table: &str,
         lo: u32,
         hi: u32,
-        send: impl FnMut(&Row),
+        mut send: impl FnMut(&Row),
+    ) -> Result<u64> {
+        self.scan_inner(table, lo, hi, true, |row| {
+            send(row);
+            ControlFlow::Continue(())
+        })
+    }
+
+    /// [`Connection::scan_sent`] that `send` may stop (`ControlFlow::Break`: the client is
+    /// gone, say): the scan ends there, the statement leaves the gate, and the rows sent so
+    /// far are returned.
+    pub fn scan_sent_until(
+        &mut self,
+        table: &str,
+        lo: u32,
+        hi: u32,
+        send: impl FnMut(&Row) -> ControlFlow<()>,
     ) -> Result<u64> {
         self.scan_inner(table, lo, hi, true, send)
     }
@@ -1777,7 +1800,7 @@ impl Connection {
         lo: u32,
         hi: u32,
         sent: bool,
-        mut f: impl FnMut(&Row),
+        mut f: impl FnMut(&Row) -> ControlFlow<()>,
     ) -> Result<u64> {
         let engine = self.engine.clone();
         let force_exit = sent && self.row_send == RowSend::ForceExit;

@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
+use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -67,6 +68,14 @@ where
 /// costs 13.7 µs and an oltp_insert INSERT 21.0 µs; the scan and lookup of a hit 0.27 µs and
 /// 0.79 µs.
 const TEXT_CACHE: usize = 256;
+
+/// The longest statement text the plan cache keeps (bytes): sysbench's statements are under
+/// 300 bytes as templates; 16 KiB bounds a connection's cache at 4 MiB of keys.
+const TEXT_CACHE_KEY: usize = 16 * 1024;
+
+/// Prepared statements a connection may hold at once (MySQL's `max_prepared_stmt_count`
+/// default, 16,382, is server-wide; one connection keeping that many is already a leak).
+const MAX_PREPARED: usize = 16_382;
 
 /// Bytes a connection's answers are gathered in before a write: a few dozen sysbench rows
 /// (about 130 bytes each in a packet), as MySQL's `net_buffer_length` (16 KiB) does.
@@ -1031,13 +1040,17 @@ impl Ctx {
             return w.finish().await;
         };
         let mut io_err = None;
-        let r = st.conn.scan_sent(table, lo, hi, |row| {
-            if io_err.is_none() {
-                let sent = w
-                    .write_col(trim_char(&row.c))
-                    .and_then(|_| block_on(w.end_row()));
-                if let Err(e) = sent {
+        // The first failed write (a client gone, or one that stopped reading past the write
+        // timeout) ends the scan: the statement leaves the gate and its read transaction.
+        let r = st.conn.scan_sent_until(table, lo, hi, |row| {
+            let sent = w
+                .write_col(trim_char(&row.c))
+                .and_then(|_| block_on(w.end_row()));
+            match sent {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
                     io_err = Some(e);
+                    ControlFlow::Break(())
                 }
             }
         });
@@ -1086,6 +1099,12 @@ impl Ctx {
     }
 
     fn cache(st: &mut State, key: String, p: Arc<Plan>) {
+        // A long text (a statement carrying a large literal) is planned, not kept: the cache
+        // holds at most `TEXT_CACHE` keys of at most `TEXT_CACHE_KEY` bytes, a few MiB per
+        // connection, not `TEXT_CACHE` × `max_allowed_packet`.
+        if key.len() > TEXT_CACHE_KEY {
+            return;
+        }
         if st.cache.len() >= TEXT_CACHE {
             st.cache.clear();
         }
@@ -1124,6 +1143,16 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
     ) -> io::Result<()> {
         let Shim { ctx, st } = self;
         let st = st.get_mut().expect("connection state");
+        if st.prepared.len() >= MAX_PREPARED {
+            let e = err(
+                ErrorKind::ER_MAX_PREPARED_STMT_COUNT_REACHED,
+                format!(
+                    "Can't create more than max_prepared_stmt_count statements (current value: {MAX_PREPARED})"
+                ),
+            );
+            ctx.count_error(&e);
+            return info.error(e.kind, e.msg.as_bytes()).await;
+        }
         match sql::plan(query) {
             Ok(p) => {
                 let id = st.next_stmt;

@@ -73,6 +73,13 @@ pub struct ServerConfig {
     /// How long a new connection may take to log in (`connect_timeout`): a client silent for
     /// longer before its first command is disconnected.
     pub connect_timeout: Duration,
+    /// How long a logged-in connection may stay silent between commands before it is closed
+    /// (`wait_timeout`): a client gone without a word (a half-open TCP connection) frees its
+    /// thread, its connection slot and its row locks.
+    pub wait_timeout: Duration,
+    /// How long a write to a client may block (`net_write_timeout`): a client that stops
+    /// reading a result is disconnected, and its statement leaves the gate.
+    pub net_write_timeout: Duration,
     /// Log connection errors and refused statements on stderr.
     pub log: bool,
     /// Where to answer Prometheus scrapes (`GET /metrics`, `--metrics-addr`); `None`: nowhere.
@@ -102,6 +109,10 @@ impl ServerConfig {
             max_packet: DEFAULT_MAX_PACKET,
             // MySQL's connect_timeout default: 10 s.
             connect_timeout: Duration::from_secs(10),
+            // MySQL's wait_timeout default: 28,800 s (8 hours).
+            wait_timeout: Duration::from_secs(28_800),
+            // MySQL's net_write_timeout default: 60 s.
+            net_write_timeout: Duration::from_secs(60),
             log: true,
             metrics: None,
         }
@@ -379,10 +390,12 @@ fn accept_tcp(shared: Arc<Shared>, listener: TcpListener) {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
                 let _ = s.set_read_timeout(Some(shared.config.connect_timeout));
+                let _ = s.set_write_timeout(Some(shared.config.net_write_timeout));
                 let s = Arc::new(s);
                 let t = s.clone();
+                let idle = shared.config.wait_timeout;
                 let logged_in = Box::new(move || {
-                    let _ = t.set_read_timeout(None);
+                    let _ = t.set_read_timeout(Some(idle));
                 });
                 admit(&shared, s.clone(), Handle::Tcp(s), logged_in);
             }
@@ -399,10 +412,12 @@ fn accept_unix(shared: Arc<Shared>, listener: UnixListener) {
         match stream {
             Ok(s) => {
                 let _ = s.set_read_timeout(Some(shared.config.connect_timeout));
+                let _ = s.set_write_timeout(Some(shared.config.net_write_timeout));
                 let s = Arc::new(s);
                 let t = s.clone();
+                let idle = shared.config.wait_timeout;
                 let logged_in = Box::new(move || {
-                    let _ = t.set_read_timeout(None);
+                    let _ = t.set_read_timeout(Some(idle));
                 });
                 admit(&shared, s.clone(), Handle::Unix(s), logged_in);
             }

@@ -171,8 +171,52 @@ pub enum PlanError {
     Syntax(String),
 }
 
+/// The longest run of operators an expression may chain without a separator (`,`, `(`,
+/// `)`, `;`). sqlparser builds `a+b+c+…` as a left-deep tree without recursing (its recursion
+/// limit counts nesting, not chains), but its visitors and the tree's drop recurse once per
+/// operator: 20,000 terms (a 40 KB query) overflowed a connection thread's stack and aborted
+/// the process. 1,000 is far beyond any statement this server runs (the supported ones chain
+/// at most a handful), and far within the stack.
+pub const MAX_OPERATOR_CHAIN: usize = 1000;
+
+/// Refuses a statement whose operators chain past [`MAX_OPERATOR_CHAIN`], before it is parsed
+/// (the tokenizer does not recurse). A statement the tokenizer refuses goes on to the parser,
+/// which says why.
+fn check_operator_chains(sql: &str) -> Result<(), PlanError> {
+    use sqlparser::keywords::Keyword;
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
+        return Ok(());
+    };
+    let mut run = 0usize;
+    for t in &tokens {
+        match t {
+            Token::Comma | Token::LParen | Token::RParen | Token::SemiColon => run = 0,
+            Token::Whitespace(_)
+            | Token::Number(..)
+            | Token::Char(_)
+            | Token::SingleQuotedString(_)
+            | Token::DoubleQuotedString(_)
+            | Token::Placeholder(_)
+            | Token::Period => {}
+            Token::Word(w) if !matches!(w.keyword, Keyword::AND | Keyword::OR | Keyword::XOR) => {}
+            _ => {
+                run += 1;
+                if run > MAX_OPERATOR_CHAIN {
+                    return Err(not_supported(
+                        &format!("an expression chaining more than {MAX_OPERATOR_CHAIN} operators"),
+                        sql,
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Parses one statement.
 pub fn plan(sql: &str) -> Result<Plan, PlanError> {
+    check_operator_chains(sql)?;
     let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
         PlanError::Syntax(format!(
             "You have an error in your SQL syntax ({e}) near '{}'",
@@ -783,6 +827,40 @@ fn set_statement(set: &ast::Set, sql: &str) -> Result<Plan, PlanError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_expression_chaining_twenty_thousand_operators_is_refused_before_it_is_parsed() {
+        let sql = format!("SELECT 1{}", "+1".repeat(20_000));
+        match plan(&sql) {
+            Err(PlanError::NotSupported(m)) => assert!(m.contains("chaining more than"), "{m}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let ands = format!("SELECT c FROM t WHERE id = 1{}", " AND id = 1".repeat(600));
+        assert!(matches!(plan(&ands), Err(PlanError::NotSupported(_))));
+    }
+
+    #[test]
+    fn a_chain_at_the_limit_plans_within_a_connection_threads_stack() {
+        // The server's connection threads run with `THREAD_STACK`; the parser's visitors and
+        // the tree's drop recurse once per operator.
+        let sql = format!(
+            "SELECT c FROM t WHERE id = 1{}",
+            "+1".repeat(MAX_OPERATOR_CHAIN - 1)
+        );
+        let done = std::thread::Builder::new()
+            .stack_size(crate::THREAD_STACK)
+            .spawn(move || plan(&sql).is_ok() || plan(&sql).is_err())
+            .unwrap()
+            .join()
+            .expect("no stack overflow");
+        assert!(done);
+        // Separators end a chain: a long list is not one.
+        let list = format!("SELECT c FROM t WHERE id IN (1{})", ",-1".repeat(5_000));
+        assert!(!matches!(
+            plan(&list),
+            Err(PlanError::NotSupported(m)) if m.contains("chaining")
+        ));
+    }
 
     fn kind(sql: &str) -> Kind {
         plan(sql).unwrap_or_else(|e| panic!("{sql}: {e:?}")).kind

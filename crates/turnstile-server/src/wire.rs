@@ -174,6 +174,8 @@ pub struct CheckedReader<R, E> {
     staged_pos: usize,
     /// Called when the first command arrives (the login is over).
     first_command: Option<Box<dyn FnOnce() + Send>>,
+    /// Client packets whose header was read (the first is the handshake response).
+    client_packets: u64,
 }
 
 /// Parameter counts of a connection's prepared statements, by statement id: written by the
@@ -189,6 +191,7 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
             staged: Vec::new(),
             staged_pos: 0,
             first_command: None,
+            client_packets: 0,
             inner,
             answer,
             max_packet,
@@ -346,11 +349,20 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                     }
                     // Every client packet with sequence number 0 starts a command (the
                     // handshake response and authentication packets continue the server's
-                    // sequence, so they are never 0).
-                    if first && seq == 0 {
+                    // sequence, so they are never 0). The first client packet is the
+                    // handshake response whatever its number: a client that sends a header
+                    // numbered 0 there and then nothing is still logging in, under the
+                    // connect timeout.
+                    let logged_in = self.client_packets > 0;
+                    if first {
+                        self.client_packets += 1;
+                    }
+                    if first && seq == 0 && logged_in {
                         if let Some(f) = self.first_command.take() {
                             f();
                         }
+                    }
+                    if first && seq == 0 {
                         if len == 0 {
                             let msg = "Malformed communication packet (empty command)".into();
                             return Err(self.refuse(seq, ER_MALFORMED_PACKET, msg));

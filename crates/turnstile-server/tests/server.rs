@@ -629,6 +629,65 @@ fn a_client_silent_past_the_connect_timeout_is_disconnected_and_one_that_logged_
 }
 
 #[test]
+fn a_first_packet_numbered_zero_does_not_count_as_logged_in_and_an_idle_session_times_out() {
+    let (s, dir) = server_with("connect-bypass", |c| {
+        c.connect_timeout = Duration::from_millis(200);
+        c.wait_timeout = Duration::from_millis(600);
+    });
+    // The greeting, then a header numbered 0 in place of the handshake response, and
+    // nothing more: still logging in, so the connect timeout closes it.
+    let mut t = TcpStream::connect(s.tcp_addr()).unwrap();
+    t.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let _greeting = read_packet(&mut t).unwrap();
+    t.write_all(&[5, 0, 0, 0]).unwrap();
+    assert!(closed(&mut t), "disconnected at the connect timeout");
+    // Logged in, then silent past the wait timeout: closed too, and counted out.
+    let mut idle = raw_client(&s);
+    write_packet(&mut idle, 0, b"\x03SELECT c FROM sbtest1 WHERE id=2");
+    assert!(read_packet(&mut idle).is_some(), "answered");
+    while read_packet(&mut idle).is_some() {}
+    wait_for("the idle session to be closed", || {
+        s.stats()
+            .connected
+            .load(std::sync::atomic::Ordering::SeqCst)
+            == 0
+    });
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_client_that_stops_reading_a_result_is_disconnected_and_its_slot_freed() {
+    let (s, dir) = server_with("stalled-reader", |c| {
+        c.gate = GateConfig::new(Policy::Classic).limit(1).tickets(1_000_000);
+        c.net_write_timeout = Duration::from_millis(300);
+    });
+    s.engine()
+        .ensure_table("big", 200_000, &mut |_, _| {})
+        .unwrap();
+    let mut t = raw_client(&s);
+    // Asks for every row (about 26 MB of packets) and never reads them.
+    write_packet(
+        &mut t,
+        0,
+        b"\x03SELECT c FROM big WHERE id BETWEEN 1 AND 200000",
+    );
+    wait_for("the connection to be dropped at the write timeout", || {
+        s.stats()
+            .connected
+            .load(std::sync::atomic::Ordering::SeqCst)
+            == 0
+    });
+    assert_eq!(s.gate().stats().inside, 0, "the slot was freed");
+    let mut c = connect(&s);
+    let got: Option<String> = c.query_first("SELECT c FROM sbtest1 WHERE id=5").unwrap();
+    assert_eq!(got, Some(c_of(5)));
+    drop((c, t));
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn an_oversized_packet_is_refused_and_only_that_connection_closes() {
     let (s, dir) = server_with("oversized", |c| c.max_packet = 1 << 20);
     let mut good = connect(&s);
