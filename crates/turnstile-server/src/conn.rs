@@ -545,9 +545,11 @@ impl Ctx {
                 let mut overflow = false;
                 let affected = st
                     .conn
-                    .update_row(table, id, |r| match u32::try_from(r.k as i64 + by) {
-                        Ok(k) => r.k = k,
-                        Err(_) => overflow = true,
+                    .update_row(table, id, |r| {
+                        match (r.k as i64).checked_add(by).map(u32::try_from) {
+                            Some(Ok(k)) => r.k = k,
+                            _ => overflow = true,
+                        }
                     })
                     .map_err(|e| st.engine_err(e))?;
                 if overflow {

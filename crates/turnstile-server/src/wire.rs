@@ -176,6 +176,12 @@ pub struct CheckedReader<R, E> {
     first_command: Option<Box<dyn FnOnce() + Send>>,
     /// Client packets whose header was read (the first is the handshake response).
     client_packets: u64,
+    /// Bytes of `COM_STMT_SEND_LONG_DATA` received since the last execute or close: the
+    /// protocol crate keeps them all until the statement runs, so they are bounded by
+    /// `max_packet` as one packet would be (MySQL answers such an overflow the same way).
+    long_data: usize,
+    /// The current packet is long data (its continuation chunks count too).
+    in_long_data: bool,
 }
 
 /// Parameter counts of a connection's prepared statements, by statement id: written by the
@@ -192,6 +198,8 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
             staged_pos: 0,
             first_command: None,
             client_packets: 0,
+            long_data: 0,
+            in_long_data: false,
             inner,
             answer,
             max_packet,
@@ -356,6 +364,16 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                     let logged_in = self.client_packets > 0;
                     if first {
                         self.client_packets += 1;
+                        self.in_long_data = false;
+                    } else if self.in_long_data {
+                        self.long_data += len;
+                    }
+                    if self.long_data > self.max_packet {
+                        let msg = format!(
+                            "Got a packet bigger than 'max_allowed_packet' bytes (long data of {} > {})",
+                            self.long_data, self.max_packet
+                        );
+                        return Err(self.refuse(seq, ER_NET_PACKET_TOO_LARGE, msg));
                     }
                     if first && seq == 0 && logged_in {
                         if let Some(f) = self.first_command.take() {
@@ -397,6 +415,21 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                                 | COM_STMT_SEND_LONG_DATA
                                 | COM_STMT_CLOSE
                         );
+                        match cmd {
+                            COM_STMT_SEND_LONG_DATA => {
+                                self.in_long_data = true;
+                                self.long_data += len;
+                                if self.long_data > self.max_packet {
+                                    let msg = format!(
+                                        "Got a packet bigger than 'max_allowed_packet' bytes (long data of {} > {})",
+                                        self.long_data, self.max_packet
+                                    );
+                                    return Err(self.refuse(seq, ER_NET_PACKET_TOO_LARGE, msg));
+                                }
+                            }
+                            COM_STMT_EXECUTE | COM_STMT_CLOSE => self.long_data = 0,
+                            _ => {}
+                        }
                         if !known {
                             if self.continuing {
                                 let msg = format!(

@@ -688,6 +688,37 @@ fn a_client_that_stops_reading_a_result_is_disconnected_and_its_slot_freed() {
 }
 
 #[test]
+fn long_data_past_max_allowed_packet_is_refused_and_closes_that_connection() {
+    let (s, dir) = server_with("long-data", |c| c.max_packet = 1 << 20);
+    let mut t = raw_client(&s);
+    let mut prep = vec![0x16u8];
+    prep.extend_from_slice(b"SELECT c FROM sbtest1 WHERE id=?");
+    write_packet(&mut t, 0, &prep);
+    let ok = read_packet(&mut t).unwrap();
+    assert_eq!(ok[0], 0x00, "prepared");
+    let stmt = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
+    // Its parameter and column definitions, each block ended by an EOF packet.
+    for _ in 0..2 {
+        while read_packet(&mut t).is_some_and(|p| p[0] != 0xfe) {}
+    }
+    // COM_STMT_SEND_LONG_DATA gets no answer: 600 KiB, then 600 KiB more (over 1 MiB).
+    let mut chunk = vec![0x18u8];
+    chunk.extend(stmt.to_le_bytes());
+    chunk.extend(0u16.to_le_bytes());
+    chunk.extend(std::iter::repeat_n(b'x', 600 << 10));
+    write_packet(&mut t, 0, &chunk);
+    write_packet(&mut t, 0, &chunk);
+    assert_eq!(err_code(&read_packet(&mut t).unwrap()), 1153);
+    assert!(closed(&mut t), "that connection is closed");
+    let mut c = connect(&s);
+    let got: Option<String> = c.query_first("SELECT c FROM sbtest1 WHERE id=6").unwrap();
+    assert_eq!(got, Some(c_of(6)));
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn an_oversized_packet_is_refused_and_only_that_connection_closes() {
     let (s, dir) = server_with("oversized", |c| c.max_packet = 1 << 20);
     let mut good = connect(&s);
