@@ -21,27 +21,50 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest request read: a GET with the headers Prometheus sends is a few hundred bytes.
 const MAX_REQUEST: usize = 8 * 1024;
 
+/// Scrapes answered at once: a Prometheus server or two, and their retries. A connection past
+/// this is closed unanswered (the scraper retries at its next interval), so clients that
+/// connect and never finish cannot take a thread each.
+const MAX_SCRAPES: usize = 16;
+
 /// Serves scrapes on `listener` until the server stops.
 pub(crate) fn serve(shared: Arc<Shared>, listener: TcpListener) {
+    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for stream in listener.incoming() {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
         }
         let Ok(stream) = stream else { continue };
-        let shared = shared.clone();
+        if busy.fetch_add(1, Ordering::AcqRel) >= MAX_SCRAPES {
+            busy.fetch_sub(1, Ordering::AcqRel);
+            continue; // dropped: closed unanswered
+        }
+        let (shared, done) = (shared.clone(), busy.clone());
         // A failed spawn drops the connection: the scraper retries at its next interval.
-        let _ = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("metrics-scrape".into())
-            .spawn(move || answer(&shared, stream));
+            .spawn(move || {
+                answer(&shared, stream);
+                done.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            busy.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
-/// Reads one request and answers it; any I/O error just ends the connection.
+/// Reads one request and answers it; any I/O error just ends the connection. The whole
+/// request must arrive within [`REQUEST_TIMEOUT`] (a client trickling a byte at a time does
+/// not get a new timeout per read), and the answer must be taken within it too.
 fn answer(shared: &Shared, mut stream: TcpStream) {
-    let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
+    let deadline = std::time::Instant::now() + REQUEST_TIMEOUT;
+    let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
     let mut req = Vec::new();
     let mut buf = [0u8; 1024];
     while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < MAX_REQUEST {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
         match stream.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => req.extend_from_slice(&buf[..n]),

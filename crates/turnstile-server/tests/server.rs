@@ -923,6 +923,33 @@ fn http(addr: std::net::SocketAddr, request: &str) -> String {
 }
 
 #[test]
+fn idle_connections_to_the_metrics_port_take_at_most_sixteen_threads_and_scrapes_go_on_after() {
+    let (s, dir) = server_with("metrics-idle", |c| {
+        c.metrics = Some("127.0.0.1:0".parse().unwrap());
+    });
+    let m = s.metrics_addr().expect("metrics configured");
+    // Twenty clients that connect and send nothing: sixteen are waited for, the rest closed.
+    let mut idle: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(m).unwrap()).collect();
+    for t in &mut idle {
+        t.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+    }
+    let refused = idle
+        .iter_mut()
+        .map(|t| t.read(&mut [0u8; 1]))
+        .filter(|r| matches!(r, Ok(0)))
+        .count();
+    assert!(refused >= 4, "{refused} of 20 closed at once");
+    drop(idle);
+    // Their threads end with them: a scrape is answered.
+    wait_for("a scrape to be answered", || {
+        http(m, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 OK")
+    });
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn a_prometheus_scrape_shows_the_gate_the_commit_mutex_and_the_engines_counters() {
     let (s, dir) = server_with("metrics", |c| {
         c.metrics = Some("127.0.0.1:0".parse().unwrap());
