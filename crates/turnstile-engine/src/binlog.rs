@@ -119,6 +119,21 @@ pub fn parse(data: &[u8]) -> (Vec<BinlogRecord>, usize) {
     (records, at)
 }
 
+/// Where a whole, valid record begins after `from` (at a line's start), if one does: bytes
+/// that do not parse with a valid record after them are corruption inside the file, not a
+/// torn tail (a tail is torn only at the end of an append-only file).
+pub fn valid_record_after(data: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while at < data.len() {
+        let next = at + data[at..].iter().position(|&b| b == b'\n')? + 1;
+        if parse_one(&data[next..]).is_some() {
+            return Some(next);
+        }
+        at = next;
+    }
+    None
+}
+
 fn parse_one(data: &[u8]) -> Option<(BinlogRecord, usize)> {
     let nl = data.iter().position(|&b| b == b'\n')?;
     let header = std::str::from_utf8(&data[..nl]).ok()?;
@@ -129,7 +144,7 @@ fn parse_one(data: &[u8]) -> Option<(BinlogRecord, usize)> {
     let xid: u64 = f[1].parse().ok()?;
     let len: usize = f[3].parse().ok()?;
     let crc = u32::from_str_radix(f[5], 16).ok()?;
-    let body = data.get(nl + 1..nl + 1 + len)?;
+    let body = data.get(nl + 1..(nl + 1).checked_add(len)?)?;
     if crc32(body) != crc {
         return None;
     }
@@ -206,5 +221,32 @@ mod tests {
         let last = bad.len() - 2;
         bad[last] ^= 1;
         assert_eq!(parse(&bad).1, one, "a flipped byte fails the checksum");
+    }
+
+    #[test]
+    fn corruption_with_valid_records_after_it_is_told_apart_from_a_torn_tail() {
+        let mut buf = Vec::new();
+        encode(&mut buf, 1, &sample());
+        let one = buf.len();
+        encode(&mut buf, 2, &sample());
+        let two = buf.len();
+        encode(&mut buf, 3, &sample()[..1]);
+        // Every torn tail: no valid record after the cut.
+        for cut in one..buf.len() {
+            let (_, end) = parse(&buf[..cut]);
+            assert_eq!(valid_record_after(&buf[..cut], end), None, "cut at {cut}");
+        }
+        // A byte flipped in the second record's body: the third, whole, comes after it.
+        let mut bad = buf.clone();
+        bad[two - 3] ^= 1;
+        let (rs, end) = parse(&bad);
+        assert_eq!((rs.len(), end), (1, one));
+        assert_eq!(valid_record_after(&bad, end), Some(two));
+    }
+
+    #[test]
+    fn a_header_with_an_absurd_length_is_not_a_record_and_does_not_overflow() {
+        let data = format!("xid 1 len {} crc 0\nbody", usize::MAX).into_bytes();
+        assert_eq!(parse(&data), (Vec::new(), 0));
     }
 }

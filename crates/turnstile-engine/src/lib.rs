@@ -610,6 +610,15 @@ impl Engine {
             .append(true)
             .open(&path)
             .map_err(io_err(format!("cannot open binlog {}", path.display())))?;
+        // The binlog's (and the store's) directory entries made durable: a file created just
+        // now and fsynced later could otherwise vanish with its directory entry on a power
+        // loss, fsynced commits and all (POSIX asks for the directory's own fsync).
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(format!(
+                "cannot sync data directory {}",
+                dir.display()
+            )))?;
         let data = std::fs::read(&path)
             .map_err(io_err(format!("cannot read binlog {}", path.display())))?;
         let (records, valid) = binlog::parse(&data);
@@ -617,6 +626,16 @@ impl Engine {
             truncated_bytes: (data.len() - valid) as u64,
             ..Recovery::default()
         };
+        if let Some(at) = binlog::valid_record_after(&data, valid) {
+            // Not a torn tail: cutting there would drop committed, fsynced records after it.
+            return Err(EngineError::Io {
+                what: format!(
+                    "binlog {} is corrupt at byte {valid} with valid records after it (at byte {at}); not truncating",
+                    path.display()
+                ),
+                err: std::io::Error::from(std::io::ErrorKind::InvalidData),
+            });
+        }
         if valid < data.len() {
             file.set_len(valid as u64)
                 .and_then(|_| file.sync_all())
@@ -2694,6 +2713,34 @@ mod tests {
             drop(e);
             std::fs::remove_dir_all(dir).unwrap();
         }
+    }
+
+    #[test]
+    fn a_binlog_corrupt_before_valid_records_is_refused_on_open_and_left_as_it_was() {
+        let (e, dir) = temp_engine("corrupt-middle");
+        e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+        let g = gate(500);
+        let mut c = Connection::new(e.clone(), &g, "corrupt");
+        c.insert_row("t", &row(11, 1)).unwrap();
+        c.insert_row("t", &row(12, 1)).unwrap();
+        drop(c);
+        drop(e);
+        let path = dir.join(BINLOG_FILE);
+        let mut data = std::fs::read(&path).unwrap();
+        // A byte of the first record's body (its header is the first line).
+        let body = data.iter().position(|&b| b == b'\n').unwrap() + 2;
+        data[body] ^= 1;
+        std::fs::write(&path, &data).unwrap();
+        let err = Engine::open(&EngineConfig {
+            data_dir: dir.clone(),
+            fsync_delay: Duration::ZERO,
+            row_work: Duration::ZERO,
+        })
+        .err()
+        .expect("refused");
+        assert!(err.to_string().contains("corrupt"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), data, "nothing truncated");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
