@@ -941,9 +941,18 @@ fn idle_connections_to_the_metrics_port_take_at_most_sixteen_threads_and_scrapes
         .count();
     assert!(refused >= 4, "{refused} of 20 closed at once");
     drop(idle);
-    // Their threads end with them: a scrape is answered.
+    // Their threads end with them: a scrape is answered. Until then a scrape may be closed
+    // unanswered, or reset (closed with the request unread): tried again.
+    let scrape = || -> std::io::Result<String> {
+        let mut t = TcpStream::connect(m)?;
+        t.set_read_timeout(Some(Duration::from_secs(30)))?;
+        t.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")?;
+        let mut out = String::new();
+        t.read_to_string(&mut out)?;
+        Ok(out)
+    };
     wait_for("a scrape to be answered", || {
-        http(m, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200 OK")
+        scrape().is_ok_and(|r| r.starts_with("HTTP/1.1 200 OK"))
     });
     s.shutdown();
     let _ = std::fs::remove_dir_all(dir);
