@@ -150,6 +150,17 @@ enum At {
     Skip(usize),
 }
 
+impl At {
+    /// Where a packet stands after `n` of the `left` bytes still to forward went out.
+    fn after_forward(left: usize, n: usize) -> At {
+        if left == n {
+            At::Header
+        } else {
+            At::Forward(left - n)
+        }
+    }
+}
+
 /// Blocking reads presented as an `AsyncRead`, with the packet checks described in the module
 /// documentation. `E` writes the answers the checks give (a second handle on the socket).
 pub struct CheckedReader<R, E> {
@@ -320,11 +331,7 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                         }
                     }?;
                     if n > 0 {
-                        self.at = if left == n {
-                            At::Header
-                        } else {
-                            At::Forward(left - n)
-                        };
+                        self.at = At::after_forward(left, n);
                     }
                     return Ok(n);
                 }
@@ -332,11 +339,7 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                     let n = left.min(self.available().len()).min(out.len());
                     out[..n].copy_from_slice(&self.raw[self.pos..self.pos + n]);
                     self.pos += n;
-                    self.at = if left == n {
-                        At::Header
-                    } else {
-                        At::Forward(left - n)
-                    };
+                    self.at = At::after_forward(left, n);
                     return Ok(n);
                 }
                 At::Skip(left) => {

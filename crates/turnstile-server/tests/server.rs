@@ -73,6 +73,16 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Waits (bounded) until the server has no connection open.
+fn wait_disconnected(s: &Server, what: &str) {
+    wait_for(what, || {
+        s.stats()
+            .connected
+            .load(std::sync::atomic::Ordering::SeqCst)
+            == 0
+    });
+}
+
 fn c_of(id: u32) -> String {
     let r = Row::generate(id, ROWS);
     String::from_utf8(r.c.to_vec())
@@ -646,12 +656,7 @@ fn a_first_packet_numbered_zero_does_not_count_as_logged_in_and_an_idle_session_
     write_packet(&mut idle, 0, b"\x03SELECT c FROM sbtest1 WHERE id=2");
     assert!(read_packet(&mut idle).is_some(), "answered");
     while read_packet(&mut idle).is_some() {}
-    wait_for("the idle session to be closed", || {
-        s.stats()
-            .connected
-            .load(std::sync::atomic::Ordering::SeqCst)
-            == 0
-    });
+    wait_disconnected(&s, "the idle session to be closed");
     s.shutdown();
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -672,12 +677,7 @@ fn a_client_that_stops_reading_a_result_is_disconnected_and_its_slot_freed() {
         0,
         b"\x03SELECT c FROM big WHERE id BETWEEN 1 AND 200000",
     );
-    wait_for("the connection to be dropped at the write timeout", || {
-        s.stats()
-            .connected
-            .load(std::sync::atomic::Ordering::SeqCst)
-            == 0
-    });
+    wait_disconnected(&s, "the connection to be dropped at the write timeout");
     assert_eq!(s.gate().stats().inside, 0, "the slot was freed");
     let mut c = connect(&s);
     let got: Option<String> = c.query_first("SELECT c FROM sbtest1 WHERE id=5").unwrap();
@@ -841,12 +841,7 @@ fn connections_over_max_connections_are_refused_with_1040() {
         other => panic!("expected error 1040, got {:?}", other.map(|_| ())),
     }
     drop(conns);
-    wait_for("the connections to end", || {
-        s.stats()
-            .connected
-            .load(std::sync::atomic::Ordering::SeqCst)
-            == 0
-    });
+    wait_disconnected(&s, "the connections to end");
     let mut c = connect(&s);
     c.query_drop("SELECT 1").unwrap();
     drop(c);
@@ -895,12 +890,7 @@ fn many_connections(n: usize) {
     for t in threads {
         t.join().unwrap();
     }
-    wait_for("every connection to end", || {
-        s.stats()
-            .connected
-            .load(std::sync::atomic::Ordering::SeqCst)
-            == 0
-    });
+    wait_disconnected(&s, "every connection to end");
     s.shutdown();
     let _ = std::fs::remove_dir_all(dir);
 }
