@@ -255,6 +255,19 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
         io::Error::new(io::ErrorKind::InvalidData, msg)
     }
 
+    /// Counts `len` more bytes of long data; past `max_packet` the connection is refused.
+    fn add_long_data(&mut self, seq: u8, len: usize) -> io::Result<()> {
+        self.long_data += len;
+        if self.long_data <= self.max_packet {
+            return Ok(());
+        }
+        let msg = format!(
+            "Got a packet bigger than 'max_allowed_packet' bytes (long data of {} > {})",
+            self.long_data, self.max_packet
+        );
+        Err(self.refuse(seq, ER_NET_PACKET_TOO_LARGE, msg))
+    }
+
     /// Calls `f` when the first command arrives (the connection has logged in).
     pub fn on_first_command(&mut self, f: Box<dyn FnOnce() + Send>) {
         self.first_command = Some(f);
@@ -387,14 +400,7 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                         self.client_packets += 1;
                         self.in_long_data = false;
                     } else if self.in_long_data {
-                        self.long_data += len;
-                    }
-                    if self.long_data > self.max_packet {
-                        let msg = format!(
-                            "Got a packet bigger than 'max_allowed_packet' bytes (long data of {} > {})",
-                            self.long_data, self.max_packet
-                        );
-                        return Err(self.refuse(seq, ER_NET_PACKET_TOO_LARGE, msg));
+                        self.add_long_data(seq, len)?;
                     }
                     if first && seq == 0 && logged_in {
                         if let Some(f) = self.first_command.take() {
@@ -439,14 +445,7 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                         match cmd {
                             COM_STMT_SEND_LONG_DATA => {
                                 self.in_long_data = true;
-                                self.long_data += len;
-                                if self.long_data > self.max_packet {
-                                    let msg = format!(
-                                        "Got a packet bigger than 'max_allowed_packet' bytes (long data of {} > {})",
-                                        self.long_data, self.max_packet
-                                    );
-                                    return Err(self.refuse(seq, ER_NET_PACKET_TOO_LARGE, msg));
-                                }
+                                self.add_long_data(seq, len)?;
                             }
                             COM_STMT_EXECUTE | COM_STMT_CLOSE => self.long_data = 0,
                             _ => {}
