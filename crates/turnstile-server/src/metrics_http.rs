@@ -29,6 +29,9 @@ const MAX_SCRAPES: usize = 16;
 /// Serves scrapes on `listener` until the server stops.
 pub(crate) fn serve(shared: Arc<Shared>, listener: TcpListener) {
     let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // The port in the name (15 bytes at most, the kernel's limit): a thread list tells one
+    // server's scrapes from another's.
+    let name = format!("scrape:{}", listener.local_addr().map_or(0, |a| a.port()));
     for stream in listener.incoming() {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
@@ -41,7 +44,7 @@ pub(crate) fn serve(shared: Arc<Shared>, listener: TcpListener) {
         let (shared, done) = (shared.clone(), busy.clone());
         // A failed spawn drops the connection: the scraper retries at its next interval.
         let spawned = std::thread::Builder::new()
-            .name("metrics-scrape".into())
+            .name(name.clone())
             .spawn(move || {
                 answer(&shared, stream);
                 done.fetch_sub(1, Ordering::AcqRel);

@@ -918,17 +918,33 @@ fn idle_connections_to_the_metrics_port_take_at_most_sixteen_threads_and_scrapes
         c.metrics = Some("127.0.0.1:0".parse().unwrap());
     });
     let m = s.metrics_addr().expect("metrics configured");
-    // Twenty clients that connect and send nothing: sixteen are waited for, the rest closed.
-    let mut idle: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(m).unwrap()).collect();
-    for t in &mut idle {
-        t.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
+    // Twenty clients that connect and send nothing: sixteen are waited for (a thread each,
+    // named after this server's metrics port),
+    // the rest closed at once. Counted once the server has dealt with all twenty (each
+    // either has a thread or is closed), without waiting on the clock.
+    let idle: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(m).unwrap()).collect();
+    for t in &idle {
+        t.set_nonblocking(true).unwrap();
     }
-    let refused = idle
-        .iter_mut()
-        .map(|t| t.read(&mut [0u8; 1]))
-        .filter(|r| matches!(r, Ok(0)))
-        .count();
+    let closed = |t: &TcpStream| match (&*t).read(&mut [0u8; 1]) {
+        Ok(0) => true,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        Ok(_) => false,
+    };
+    let scrape_threads = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+            .filter(|c| c.trim() == format!("scrape:{}", m.port()))
+            .count()
+    };
+    let (mut threads, mut refused) = (0, 0);
+    wait_for("every idle connection to be dealt with", || {
+        threads = scrape_threads();
+        refused = idle.iter().filter(|t| closed(t)).count();
+        threads + refused >= 20
+    });
+    assert!(threads <= 16, "{threads} scrape threads");
     assert!(refused >= 4, "{refused} of 20 closed at once");
     drop(idle);
     // Their threads end with them: a scrape is answered. Until then a scrape may be closed

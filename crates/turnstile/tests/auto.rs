@@ -471,31 +471,26 @@ fn a_condvar_wait_inside_an_auto_gate_frees_the_slot_for_its_length() {
 
 #[test]
 fn only_an_auto_session_lends_its_slot_when_it_parks_on_a_lock() {
-    use turnstile::mutex::{current_waiters, Instrumented};
+    use turnstile::mutex::Instrumented;
     for (policy, lends) in [(Policy::Classic, false), (Policy::Auto, true)] {
         let g = Gate::new(GateConfig::new(policy).limit(1).adaptive_limit(false)).unwrap();
         let m = std::sync::Arc::new(Instrumented::new("lends-test", ()));
         let guard = m.lock();
         let (g2, m2) = (g.clone(), m.clone());
+        let (stat_tx, stat_rx) = std::sync::mpsc::channel();
         let t = thread::spawn(move || {
+            stat_tx.send(this_thread_stat()).unwrap();
             let mut s = g2.session();
             let mut st = s.begin();
             let _c = st.enter().unwrap();
             drop(m2.lock());
         });
-        // Until the holder is registered as waiting for the lock (it is about to park or
-        // parked), then until it has parked (its state leaves InCall) or 200 ms passed.
-        let start = Instant::now();
-        while !current_waiters().iter().any(|w| w.lock == "lends-test") {
-            assert!(start.elapsed() < Duration::from_secs(20), "never waited");
-            thread::sleep(Duration::from_millis(1));
-        }
+        wait_parked(&stat_rx.recv().unwrap(), "lends-test");
         if lends {
             wait_for(&g, "auto lends the slot while parked", |s| s.inside == 0);
         } else {
-            // The waiter is registered before it parks; give it time to park, then check
-            // that nothing was lent (the auto arm shows the same wait does lend).
-            thread::sleep(Duration::from_millis(50));
+            // Parked: had it lent, it would have by now (the auto arm shows the same wait
+            // does lend).
             assert_eq!(g.stats().inside, 1, "{policy}: keeps its slot");
             assert_eq!(g.stats().counters.step_outs, 0, "{policy}");
         }
@@ -644,6 +639,42 @@ fn a_session_moved_mid_call_while_its_old_thread_parks_gives_its_slot_back_once(
     assert_eq!(g.stats().inside, 0);
 }
 
+/// This thread's `/proc` stat file (its scheduler state follows the name in parentheses).
+fn this_thread_stat() -> std::path::PathBuf {
+    let rel = std::fs::read_link("/proc/thread-self").expect("Linux /proc");
+    std::path::Path::new("/proc").join(rel).join("stat")
+}
+
+/// Waits until the thread whose stat file is `stat` is registered as waiting for the
+/// instrumented lock `lock` and then asleep: parked (a turnstile lock lends the slot before
+/// it parks, so whatever it lends is lent by then). Registration is read first, so the sleep
+/// seen is one after it.
+fn wait_parked(stat: &std::path::Path, lock: &str) {
+    use turnstile::mutex::current_waiters;
+    let start = Instant::now();
+    loop {
+        let registered = current_waiters().iter().any(|w| w.lock == lock);
+        let asleep = || {
+            std::fs::read_to_string(stat)
+                .ok()
+                .and_then(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .map(|r| r.trim_start().starts_with('S'))
+                })
+                .unwrap_or(false)
+        };
+        if registered && asleep() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "watchdog: never parked on {lock}"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Another thread holds `m` until the returned sender is used (or dropped).
 fn hold_mutex(
     m: &std::sync::Arc<turnstile::Mutex<u32>>,
@@ -775,13 +806,15 @@ fn a_session_moved_to_another_thread_between_calls_lends_from_there_and_not_from
     // again here (a re-entry, no admission): from then on this thread's parks lend its slot,
     // and the old thread's lend nothing of it (a C engine's worker pool hands sessions
     // around).
-    use turnstile::mutex::{current_waiters, Instrumented};
+    use turnstile::mutex::Instrumented;
     let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
     let m = std::sync::Arc::new(Instrumented::new("moved-test", ()));
     let (to_here, from_old) = std::sync::mpsc::channel::<turnstile::Session>();
     let (old_go_tx, old_go_rx) = std::sync::mpsc::channel::<()>();
     let (g1, m1) = (g.clone(), m.clone());
+    let (stat_tx, stat_rx) = std::sync::mpsc::channel();
     let old = thread::spawn(move || {
+        stat_tx.send(this_thread_stat()).unwrap();
         let mut s = g1.named_session("moved");
         assert!(s.enter().unwrap(), "admitted on the old thread");
         s.exit().unwrap();
@@ -796,14 +829,9 @@ fn a_session_moved_to_another_thread_between_calls_lends_from_there_and_not_from
     );
     let guard = m.lock();
     old_go_tx.send(()).unwrap();
-    let start = Instant::now();
-    while !current_waiters().iter().any(|w| w.lock == "moved-test") {
-        assert!(start.elapsed() < Duration::from_secs(20), "never waited");
-        thread::sleep(Duration::from_millis(1));
-    }
-    // The waiter is registered before it parks; give it time to park, then check that
-    // nothing was lent (the second half shows the same wait does lend on the right thread).
-    thread::sleep(Duration::from_millis(50));
+    // Parked: had it lent, it would have by now (the second half shows the same wait does
+    // lend on the right thread).
+    wait_parked(&stat_rx.recv().unwrap(), "moved-test");
     let st = g.stats();
     assert_eq!((st.inside, st.stepped_out), (1, 0), "{st:?}");
     assert_eq!(st.counters.step_outs, 0, "{st:?}");
