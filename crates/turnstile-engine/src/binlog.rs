@@ -119,19 +119,15 @@ pub fn parse(data: &[u8]) -> (Vec<BinlogRecord>, usize) {
     (records, at)
 }
 
-/// Where a whole, valid record begins after `from` (at a line's start), if one does: bytes
-/// that do not parse with a valid record after them are corruption inside the file, not a
-/// torn tail (a tail is torn only at the end of an append-only file).
+/// Where a whole, valid record begins after `from`, if one does: bytes that do not parse
+/// with a valid record after them are corruption inside the file, not a torn tail (a tail is
+/// torn only at the end of an append-only file). Looked for at every byte, not only at line
+/// starts: a record appended after a partial one that lacks its newline starts mid-line.
 pub fn valid_record_after(data: &[u8], from: usize) -> Option<usize> {
-    let mut at = from;
-    while at < data.len() {
-        let next = at + data[at..].iter().position(|&b| b == b'\n')? + 1;
-        if parse_one(&data[next..]).is_some() {
-            return Some(next);
-        }
-        at = next;
-    }
-    None
+    const HEADER: &[u8] = b"xid ";
+    (from + 1..data.len().saturating_sub(HEADER.len() - 1))
+        .filter(|&at| data[at..].starts_with(HEADER))
+        .find(|&at| parse_one(&data[at..]).is_some())
 }
 
 fn parse_one(data: &[u8]) -> Option<(BinlogRecord, usize)> {
@@ -242,6 +238,22 @@ mod tests {
         let (rs, end) = parse(&bad);
         assert_eq!((rs.len(), end), (1, one));
         assert_eq!(valid_record_after(&bad, end), Some(two));
+    }
+
+    #[test]
+    fn a_whole_record_appended_after_a_partial_one_is_found_mid_line() {
+        let mut buf = Vec::new();
+        encode(&mut buf, 1, &sample());
+        let one = buf.len();
+        let mut torn = Vec::new();
+        encode(&mut torn, 2, &sample());
+        // Half of record 2 (cut inside its body, no newline at the cut), then record 3.
+        buf.extend_from_slice(&torn[..torn.len() / 2 + 3]);
+        let three = buf.len();
+        encode(&mut buf, 3, &sample());
+        let (rs, end) = parse(&buf);
+        assert_eq!((rs.len(), end), (1, one));
+        assert_eq!(valid_record_after(&buf, end), Some(three));
     }
 
     #[test]

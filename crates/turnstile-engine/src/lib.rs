@@ -379,6 +379,10 @@ pub enum Failpoint {
     /// Wait between the binlog fsync and the apply until the failpoint is set to something
     /// else, so that a test can queue committers behind a group deterministically.
     HoldAfterBinlog,
+    /// The binlog append writes half of its records, then fails as a full disk would.
+    TornAppend,
+    /// Panic between the binlog fsync and the apply (a bug in the commit path).
+    PanicAfterBinlog,
 }
 
 /// One change in a write set.
@@ -783,6 +787,7 @@ impl Engine {
     /// `pad`), empty. [`EngineError::TableExists`] if it (or its index's name) is taken.
     pub fn create_table(&self, name: &str) -> Result<()> {
         check_name(name)?;
+        self.check_running()?;
         let index = format!("{name}_k");
         let mut w = self.db.begin_write()?;
         w.set_durability(Durability::Immediate);
@@ -808,6 +813,10 @@ impl Engine {
     /// instead). Once a row is locked, its table stays until the lock is released, so a commit
     /// never writes into a dropped table.
     pub fn drop_table(&self, name: &str) -> Result<bool> {
+        // After a failed commit its transaction is in doubt until reopening decides it, and
+        // its row locks are gone: dropping a table it wrote would let recovery write into a
+        // table nobody lists.
+        self.check_running()?;
         if !self.table_exists(name)? {
             return Ok(false);
         }
@@ -907,7 +916,7 @@ impl Engine {
         const BATCH: u32 = 50_000;
         let mut id = 1u32;
         while id <= rows {
-            let end = (id + BATCH - 1).min(rows);
+            let end = id.saturating_add(BATCH - 1).min(rows);
             let mut w = self.db.begin_write()?;
             w.set_durability(Durability::None);
             {
@@ -921,6 +930,9 @@ impl Engine {
             }
             w.commit()?;
             progress(end as u64, rows as u64);
+            if end == rows {
+                break;
+            }
             id = end + 1;
         }
         let mut w = self.db.begin_write()?;
@@ -953,7 +965,10 @@ impl Engine {
             let r = self.db.begin_read()?;
             let t = open_rows(&r, name)?;
             let mut v = Vec::new();
-            for item in t.range(rows + 1..=u32::MAX)? {
+            for item in t.range(rows.saturating_add(1)..=u32::MAX)? {
+                if rows == u32::MAX {
+                    break;
+                }
                 let (k, val) = item?;
                 v.push((k.value(), Row::decode(k.value(), val.value()).k));
             }
@@ -1071,13 +1086,32 @@ impl Engine {
     }
 
     /// Step 2a: appends `batch`'s records to the binlog (under the commit mutex).
+    ///
+    /// Refused once the engine stopped: a group prepared before another commit failed must
+    /// not append after that commit's partial record, nor be acknowledged. A failed append is
+    /// cut back to the last whole record before the engine stops, so that the file ends at a
+    /// record boundary whatever happened to the append.
     fn binlog_write(&self, b: &mut Binlog, batch: &[Pending]) -> Result<()> {
+        self.check_running()?;
         let mut buf = Vec::new();
         for p in batch {
             binlog::encode(&mut buf, p.xid, &p.binlog_changes());
         }
-        if let Err(e) = b.file.write_all(&buf) {
-            return Err(self.stop(&format!("cannot append to {}", b.path.display()), e));
+        let written = if self.failpoint() == Failpoint::TornAppend {
+            b.file
+                .write_all(&buf[..buf.len() / 2])
+                .and_then(|()| Err(std::io::Error::other("failpoint: a torn append")))
+        } else {
+            b.file.write_all(&buf)
+        };
+        if let Err(e) = written {
+            let cut = match b.file.set_len(b.len).and_then(|()| b.file.sync_data()) {
+                Ok(()) => "the partial record was cut off".to_string(),
+                Err(c) => format!(
+                    "cutting the partial record off failed too ({c}); reopening truncates it"
+                ),
+            };
+            return Err(self.stop(&format!("cannot append to {} ({cut})", b.path.display()), e));
         }
         b.len += buf.len() as u64;
         b.records += batch.len() as u64;
@@ -1109,9 +1143,44 @@ impl Engine {
                 while self.failpoint() == Failpoint::HoldAfterBinlog {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                Ok(())
+                self.check_synced()
             }
-            _ => Ok(()),
+            Failpoint::PanicAfterBinlog => panic!("failpoint: a panic after the binlog fsync"),
+            _ => self.check_synced(),
+        }
+    }
+
+    /// After an fsync: if another commit failed meanwhile (a failed fsync's error is reported
+    /// once per file, to whichever fsync comes first, and the pages it lost are clean again),
+    /// this fsync proves nothing: the commit is in doubt, and recovery decides it.
+    fn check_synced(&self) -> Result<()> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(EngineError::Storage(
+                "another commit failed while this one's binlog fsync ran, so the fsync proves \
+                 nothing; the engine stopped committing: reopening it commits the transaction \
+                 if its binlog record is durable and rolls it back otherwise"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs a step of the commit path that may fail after a prepare; a panic in it (a bug)
+    /// stops the engine and becomes an error, like any failure there: unwinding would leave
+    /// a prepared transaction whose row locks go with the connection (a later commit to its
+    /// rows would then be overwritten when recovery commits it), and a group leader's
+    /// followers waiting for a result that never comes.
+    fn no_unwind<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(r) => r,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
+                Err(self.stop(what, format!("panicked: {msg}")))
+            }
         }
     }
 
@@ -1137,10 +1206,12 @@ impl Engine {
     fn commit_serial(&self, p: Pending) -> Result<()> {
         let batch = [p];
         let mut b = self.commit.lock();
-        self.prepare(&batch)?;
-        self.binlog_write(&mut b, &batch)?;
-        self.binlog_sync(&b.file, &b.path)?;
-        self.apply(&batch)
+        self.no_unwind("the commit", || {
+            self.prepare(&batch)?;
+            self.binlog_write(&mut b, &batch)?;
+            self.binlog_sync(&b.file, &b.path)?;
+            self.apply(&batch)
+        })
     }
 
     /// [`CommitMode::GroupCommit`]: queue `p`; the first session finding no leader at work
@@ -1197,7 +1268,7 @@ impl Engine {
             if !batch.is_empty() {
                 drop(g);
                 let (tickets, pendings): (Vec<u64>, Vec<Pending>) = batch.into_iter().unzip();
-                match self.prepare(&pendings) {
+                match self.no_unwind("the group's prepare", || self.prepare(&pendings)) {
                     Ok(()) => prepared.extend(tickets.into_iter().zip(pendings)),
                     Err(e) => failed.extend(tickets.into_iter().map(|t| (t, e.to_string()))),
                 }
@@ -1225,7 +1296,7 @@ impl Engine {
         let r = if pendings.is_empty() {
             Ok(())
         } else {
-            self.commit_prepared(&pendings)
+            self.no_unwind("the group commit", || self.commit_prepared(&pendings))
         };
         if r.is_ok() && !pendings.is_empty() {
             self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
@@ -1932,7 +2003,9 @@ impl Connection {
     pub fn insert(&mut self, table: &str, row: &Row, mode: CommitMode) -> Result<()> {
         let own = std::mem::replace(&mut self.commit_mode, mode);
         let was = std::mem::take(&mut self.txn.explicit);
-        let r = if was && self.txn.has_changes() {
+        // Its commit releases every row lock of the connection's transaction: refused while
+        // an open one holds any (a write that changed nothing still locked its row).
+        let r = if was && (self.txn.has_changes() || !self.txn.locks.is_empty()) {
             Err(EngineError::BadInput(
                 "Connection::insert is an autocommit insert: commit or roll back the open transaction first".into(),
             ))
@@ -2786,6 +2859,188 @@ mod tests {
             .map(|r| r.changes[0].id)
             .collect();
         assert_eq!(ids, [11, 13], "appends follow the cut");
+        drop(c);
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_binlog_append_is_cut_back_and_reopening_finds_no_torn_record() {
+        for mode in CommitMode::ALL {
+            let (e, dir) = temp_engine(&format!("torn-append-{mode}"));
+            e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+            drop(e);
+            let good = std::fs::metadata(dir.join(BINLOG_FILE)).unwrap().len();
+            let err = crash_at(&dir, Failpoint::TornAppend, 11, mode).unwrap_err();
+            assert!(err.to_string().contains("cut off"), "{mode}: {err}");
+            assert_eq!(
+                std::fs::metadata(dir.join(BINLOG_FILE)).unwrap().len(),
+                good,
+                "{mode}: the partial record is gone"
+            );
+            let e = open_at(&dir, 0);
+            assert_eq!(
+                e.recovery(),
+                &Recovery {
+                    committed: 0,
+                    rolled_back: 1,
+                    truncated_bytes: 0
+                },
+                "{mode}"
+            );
+            assert!(!e.contains("t", 11).unwrap());
+            drop(e);
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_prepared_group_is_not_appended_once_the_engine_stopped() {
+        let (e, dir) = temp_engine("stopped-group");
+        e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+        let before = std::fs::metadata(dir.join(BINLOG_FILE)).unwrap().len();
+        let p = Pending {
+            xid: e.next_xid.fetch_add(1, Ordering::Relaxed),
+            conn: 1,
+            changes: vec![(
+                "t".into(),
+                11,
+                Change::Put {
+                    row: row(11, 1),
+                    op: Op::Insert,
+                },
+            )],
+        };
+        // A group leader prepared before another commit failed ...
+        e.prepare(std::slice::from_ref(&p)).unwrap();
+        let _ = e.stop("another commit", "a failed append");
+        // ... appends nothing, and its commit is not acknowledged.
+        assert!(e.commit_prepared(&[p]).is_err());
+        assert_eq!(
+            std::fs::metadata(dir.join(BINLOG_FILE)).unwrap().len(),
+            before
+        );
+        assert!(!e.contains("t", 11).unwrap());
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_commit_whose_fsync_ran_while_another_commit_failed_is_not_acknowledged() {
+        for mode in CommitMode::ALL {
+            let (e, dir) = temp_engine(&format!("fsync-doubt-{mode}"));
+            e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+            e.set_failpoint(Failpoint::HoldAfterBinlog);
+            let ins = {
+                let e = e.clone();
+                std::thread::spawn(move || {
+                    let g = gate(500);
+                    let mut c = Connection::new(e, &g, "doubt");
+                    c.set_commit_mode(mode);
+                    c.insert_row("t", &row(11, 1))
+                })
+            };
+            wait_until("the fsync", || e.stats.fsyncs.load(Ordering::Relaxed) == 1);
+            // Another commit fails while this one's fsync is done but not yet checked.
+            let _ = e.stop("another commit", "a failed fsync");
+            e.set_failpoint(Failpoint::Off);
+            let err = ins.join().unwrap().unwrap_err();
+            assert!(err.to_string().contains("proves nothing"), "{mode}: {err}");
+            assert!(!e.contains("t", 11).unwrap(), "{mode}: not applied");
+            drop(e);
+            // In doubt: its binlog record is durable, so reopening commits it.
+            assert_eq!(open_at(&dir, 0).recovery().committed, 1, "{mode}");
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_panic_in_the_commit_path_stops_the_engine_and_fails_the_commit_instead_of_hanging_the_next(
+    ) {
+        for mode in CommitMode::ALL {
+            let (e, dir) = temp_engine(&format!("panic-commit-{mode}"));
+            e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+            e.set_failpoint(Failpoint::PanicAfterBinlog);
+            let g = gate(500);
+            let mut c = Connection::new(e.clone(), &g, "panic");
+            c.set_commit_mode(mode);
+            let err = c.insert_row("t", &row(11, 1)).unwrap_err();
+            assert!(err.to_string().contains("panicked"), "{mode}: {err}");
+            e.set_failpoint(Failpoint::Off);
+            // The next commit (a group's next leader) is refused at once, not left waiting.
+            let next = std::thread::spawn({
+                let e = e.clone();
+                move || {
+                    let g = gate(500);
+                    let mut c = Connection::new(e, &g, "next");
+                    c.set_commit_mode(mode);
+                    c.insert_row("t", &row(12, 1))
+                }
+            });
+            wait_until("the next commit's answer", || next.is_finished());
+            let err = next.join().unwrap().unwrap_err();
+            assert!(err.to_string().contains("reopen"), "{mode}: {err}");
+            drop(c);
+            drop(e);
+            let e = open_at(&dir, 0);
+            assert_eq!(
+                e.recovery().committed,
+                1,
+                "{mode}: its binlog record was durable"
+            );
+            drop(e);
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
+
+    #[test]
+    fn ddl_is_refused_once_the_engine_stopped_so_recovery_never_writes_into_a_dropped_table() {
+        let (e, dir) = temp_engine("ddl-stopped");
+        e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+        drop(e);
+        assert!(crash_at(&dir, Failpoint::CrashAfterBinlog, 11, CommitMode::HoldSlot).is_err());
+        let e = Engine::open(&EngineConfig {
+            data_dir: dir.clone(),
+            fsync_delay: Duration::ZERO,
+            row_work: Duration::ZERO,
+        })
+        .unwrap();
+        // Reopened: recovered, DDL works again; stopping it again refuses DDL.
+        assert_eq!(e.recovery().committed, 1);
+        let _ = e.stop("a commit", "failed");
+        for r in [e.drop_table("t").map(|_| ()), e.create_table("u")] {
+            assert!(
+                matches!(&r, Err(EngineError::Storage(m)) if m.contains("reopen")),
+                "{r:?}"
+            );
+        }
+        assert_eq!(e.tables().unwrap(), ["t"]);
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_autocommit_insert_is_refused_while_an_open_transaction_holds_row_locks() {
+        let (e, dir) = temp_engine("insert-locks");
+        e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+        let g = gate(500);
+        let mut c = Connection::new(e.clone(), &g, "locks");
+        c.begin_transaction().unwrap();
+        // A write that changed nothing still locked its row.
+        assert_eq!(c.update_row("t", 1, |_| {}).unwrap(), 0);
+        assert!(matches!(
+            c.insert("t", &row(11, 1), CommitMode::HoldSlot),
+            Err(EngineError::BadInput(_))
+        ));
+        // The lock is still the transaction's: another connection cannot take it.
+        let mut other = Connection::new(e.clone(), &g, "other");
+        e.set_lock_wait_timeout(Duration::from_millis(1));
+        assert!(matches!(
+            other.update_row("t", 1, |r| r.k = 99),
+            Err(EngineError::LockWaitTimeout)
+        ));
+        drop(other);
+        c.rollback();
         drop(c);
         drop(e);
         std::fs::remove_dir_all(dir).unwrap();
