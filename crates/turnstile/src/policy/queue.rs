@@ -107,7 +107,13 @@ impl<W: Clone> QueueCore<W> {
                 return Step::Sleep(self.sleep_delay);
             }
         }
-        if self.lifo && self.lifo_running < self.fifo_pending {
+        // `inside + lifo_running < 2 × limit` follows from the seed's rule while the limit
+        // stands (`fifo_pending` ≤ `inside` ≤ `limit`); after a lower limit, the pending
+        // hand-offs of the old one would otherwise let as many newcomers in.
+        if self.lifo
+            && self.lifo_running < self.fifo_pending
+            && self.inside + self.lifo_running < self.limit.saturating_mul(2)
+        {
             self.lifo_running += 1;
             return Step::Admitted(self.admission(AdmittedBy::Lifo, HoldKind::Lifo));
         }
@@ -253,6 +259,48 @@ mod tests {
     use super::*;
 
     const MS10: Duration = Duration::from_millis(10);
+
+    #[test]
+    fn flifo_admits_no_newcomer_past_twice_a_lowered_limit_while_old_hand_offs_are_pending() {
+        // Raise then lower: three hand-offs of the raise are pending under the new limit.
+        let mut c = QueueCore::new(1, 500, Duration::ZERO, true);
+        admitted(c.enter(&mut Attempt::new(false), &0));
+        for w in 1..=3 {
+            wait_id(c.enter(&mut Attempt::new(false), &w));
+        }
+        assert_eq!(c.set_limit(4).len(), 3);
+        assert!(c.set_limit(1).is_empty());
+        let lifo = (10..20)
+            .filter(|w| matches!(c.enter(&mut Attempt::new(false), w), Step::Admitted(_)))
+            .count();
+        assert_eq!(lifo, 0, "4 inside under a limit of 1 already");
+        // After an unlimited spell: 100 released, then a limit of 2.
+        let mut c = QueueCore::new(1, 500, Duration::ZERO, true);
+        admitted(c.enter(&mut Attempt::new(false), &0));
+        for w in 1..=100 {
+            wait_id(c.enter(&mut Attempt::new(false), &w));
+        }
+        assert_eq!(c.set_limit(0).len(), 100);
+        c.set_limit(2);
+        for w in 200..400 {
+            let _ = c.enter(&mut Attempt::new(false), &w);
+        }
+        assert_eq!(c.lifo_running(), 0);
+        // The seed's rule where the limit stands: one LIFO newcomer per pending hand-off.
+        let mut c = QueueCore::new(2, 500, Duration::ZERO, true);
+        let a = admitted(c.enter(&mut Attempt::new(false), &0));
+        admitted(c.enter(&mut Attempt::new(false), &1));
+        wait_id(c.enter(&mut Attempt::new(false), &2));
+        assert!(c.exit(a.hold).is_some());
+        assert!(matches!(
+            c.enter(&mut Attempt::new(false), &3),
+            Step::Admitted(a) if a.by == AdmittedBy::Lifo
+        ));
+        assert!(matches!(
+            c.enter(&mut Attempt::new(false), &4),
+            Step::Wait(_)
+        ));
+    }
 
     fn admitted(step: Step) -> Admission {
         match step {
