@@ -270,14 +270,6 @@ pub(crate) fn status(shared: &Shared, pattern: Option<&str>) -> Vec<(String, Str
         "turnstile_gate_generation".into(),
         shared.gate.generation().to_string(),
     ));
-    rows.push(("turnstile_gate_queued".into(), stats.queued.to_string()));
-    rows.push(("turnstile_gate_waiting".into(), stats.waiting.to_string()));
-    rows.push(("turnstile_gate_sleeping".into(), stats.sleeping.to_string()));
-    rows.push((
-        "turnstile_gate_stepped_out".into(),
-        stats.stepped_out.to_string(),
-    ));
-    rows.push(("turnstile_gate_sessions".into(), stats.sessions.to_string()));
     let e = &shared.engine.stats;
     let r = Ordering::Relaxed;
     for (n, v) in [

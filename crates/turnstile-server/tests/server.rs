@@ -473,11 +473,24 @@ fn set_global_changes_the_gate_live_and_bad_values_are_refused() {
 }
 
 #[test]
-fn show_global_status_lists_the_gate_and_engine_counters_matching_like() {
+fn show_global_status_lists_the_gate_and_engine_counters_matching_like_each_once() {
     let (s, dir) = server("status");
     let mut c = connect(&s);
     c.query_drop("SELECT COUNT(*) FROM sbtest1").unwrap();
     let rows: Vec<(String, String)> = c.query("SHOW GLOBAL STATUS LIKE 'turnstile%'").unwrap();
+    // Status variable names are unique (an exporter keying on them would emit duplicates).
+    let names: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(names.len(), rows.len(), "{rows:?}");
+    for n in [
+        "turnstile_gate_queued",
+        "turnstile_gate_waiting",
+        "turnstile_gate_sleeping",
+        "turnstile_gate_stepped_out",
+        "turnstile_gate_sessions",
+        "turnstile_gate_policy",
+    ] {
+        assert!(names.contains(n), "{n} missing from {rows:?}");
+    }
     let get = |n: &str| {
         rows.iter()
             .find(|r| r.0 == n)

@@ -430,15 +430,17 @@ impl Driver {
                 }
             }
             Cores::Polling(p) => CoreGauges {
-                limit: p.limit(),
+                // `inside` read first, as `AutoCore::gauges` does.
                 inside: p.inside(),
+                limit: p.limit(),
                 sleeping: p.waiting(),
                 sleep_delay: p.sleep_delay(),
                 ..CoreGauges::default()
             },
             Cores::Timer(t) => CoreGauges {
-                limit: t.limit(),
+                // `inside` read first, as `AutoCore::gauges` does.
                 inside: t.inside(),
+                limit: t.limit(),
                 sleeping: t.sleeping(),
                 sleep_delay: TIMER_SLEEP,
                 ..CoreGauges::default()

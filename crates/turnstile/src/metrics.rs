@@ -333,12 +333,12 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
     ),
     gauge(
         "turnstile_gate_lifo_running",
-        "FLIFO: threads running by the LIFO rule (not in inside).",
+        "FLIFO: threads running by the LIFO rule; auto: its extra admissions (newcomers and sessions back from a wait running in a waking grantee's place). Not in inside.",
         |s| Value::Int(s.lifo_running.into()),
     ),
     gauge(
         "turnstile_gate_fifo_pending",
-        "FLIFO: released waiters that have not begun to run.",
+        "FLIFO and auto: released waiters that have not begun to run.",
         |s| Value::Int(s.fifo_pending.into()),
     ),
     counter(
@@ -741,6 +741,11 @@ mod facade {
     /// `gate`: counters set with `absolute`, gauges with `set`, histograms as quantile gauges
     /// plus `_count` and `_sum` (see [`crate::metrics`]). Registers the descriptions on the
     /// process's first publish.
+    ///
+    /// `absolute` keeps the largest value seen in the `metrics` crate's own counters (and in
+    /// most recorders): a gate rebuilt under the same name would show the old gate's totals
+    /// until it overtook them. Publish a rebuilt gate under a new name (a generation in it,
+    /// say), as the text exposition's reset needs no such care.
     pub fn publish(gate: &str, stats: &GateStats) {
         describe_once();
         gauge!(GATE_INFO, "gate" => gate.to_owned(), "policy" => stats.policy.name()).set(1.0);

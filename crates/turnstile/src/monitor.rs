@@ -243,9 +243,10 @@ pub struct GateStats {
     /// `polling` and `timer` may include a thread mid-check; while the limit is 0, every
     /// thread inside is counted too). Always 0 for the `unlimited` policy, which counts nothing.
     pub inside: u32,
-    /// FLIFO: threads running by the LIFO rule (not in `inside`).
+    /// FLIFO: threads running by the LIFO rule; `auto`: its extra admissions (newcomers and
+    /// sessions back from a wait running in a waking grantee's place). Not in `inside`.
     pub lifo_running: u32,
-    /// FLIFO: released waiters that have not begun to run.
+    /// FLIFO and `auto`: released waiters that have not begun to run.
     pub fifo_pending: u32,
     /// Threads waiting in the FIFO queue.
     pub queued: u32,

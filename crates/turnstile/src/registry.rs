@@ -87,8 +87,9 @@ impl SessionShared {
     }
 
     /// Counts one event from a thread that may not be the session's (`gate_hook`'s loan: the
-    /// session may have moved threads): a read-modify-write, so the owner's `bump` of the
-    /// same counter at the same moment is not lost.
+    /// session may have moved threads): a read-modify-write. A counter that another thread
+    /// may count too (`StepOuts`) is counted with this one on the owner's side as well: a
+    /// plain `bump` racing with it would overwrite its increment.
     pub(crate) fn bump_shared(&self, c: Counter) {
         self.counters[c as usize].fetch_add(1, Ordering::Relaxed);
     }
@@ -106,12 +107,17 @@ impl SessionShared {
         self.state.store(s.code(), Ordering::Relaxed);
     }
 
+    /// Publishes a state that began at `since_ns` (coarse clock).
+    pub(crate) fn set_state_since(&self, s: SessionState, since_ns: u64) {
+        self.since_ns.store(since_ns, Ordering::Relaxed);
+        self.state.store(s.code(), Ordering::Relaxed);
+    }
+
     pub(crate) fn state(&self) -> SessionState {
         SessionState::from_code(self.state.load(Ordering::Relaxed))
     }
 
     /// When the current state began (coarse clock; 0 = never set).
-    #[cfg(all(test, not(loom)))]
     pub(crate) fn since_ns(&self) -> u64 {
         self.since_ns.load(Ordering::Relaxed)
     }

@@ -74,6 +74,9 @@ pub struct Session {
     in_call: bool,
     /// Explicit-call API: a declared wait is in progress (between `wait_begin` and `wait_end`).
     in_wait: bool,
+    /// A step-out in progress kept the slot (`auto`'s rule for work outside the engine): when
+    /// the session's inside state began, restored when the step-out ends (0: none kept).
+    kept_since: u64,
     /// Inside a multi-statement transaction ([`Session::set_in_transaction`]).
     in_txn: bool,
     /// The open transaction was admitted once: its later admissions come back by `auto`'s
@@ -219,6 +222,7 @@ impl Session {
             resume: None,
             in_call: false,
             in_wait: false,
+            kept_since: 0,
             in_txn: false,
             txn_admitted: false,
             lender: 0,
@@ -353,7 +357,7 @@ impl Session {
     /// Statement end: leave, and forget what the statement declared.
     fn end_statement_inner(&mut self) {
         if std::mem::take(&mut self.in_wait) {
-            finish_step_out(&self.gate, &self.sh, false);
+            finish_step_out(&self.gate, &self.sh, SessionState::Outside, 0);
         }
         self.in_call = false;
         self.leave();
@@ -366,7 +370,9 @@ impl Session {
     /// `auto`, a step-out for work outside the engine keeps the slot (see `policy::auto`).
     fn begin_step_out(&mut self, reason: StepOutReason) {
         let was_inside = self.is_inside();
-        if !(was_inside && self.gate.driver.keeps_slot_across(reason)) {
+        let keeps = was_inside && self.gate.driver.keeps_slot_across(reason);
+        self.kept_since = if keeps { self.sh.since_ns() } else { 0 };
+        if !keeps {
             self.leave();
             if was_inside {
                 // A step-out begun outside (a second one in the same call) keeps the rule
@@ -374,7 +380,8 @@ impl Session {
                 self.resume = Some(reason);
             }
         }
-        self.sh.bump(Counter::StepOuts);
+        // A read-modify-write: a thread lending this session's slot counts its step-outs too.
+        self.sh.bump_shared(Counter::StepOuts);
         self.sh.set_state_now(SessionState::SteppedOut(reason));
         self.gate
             .registry
@@ -383,17 +390,19 @@ impl Session {
     }
 
     /// The step-out contract (see the module documentation): leave, run `f`, return its value.
-    fn step_out<R>(&mut self, reason: StepOutReason, f: impl FnOnce() -> R) -> R {
+    /// `in_call`: it began inside a call (a [`Call`]'s), not between calls.
+    fn step_out<R>(&mut self, reason: StepOutReason, in_call: bool, f: impl FnOnce() -> R) -> R {
         self.begin_step_out(reason);
         // Ends the step-out when `f` returns or unwinds, so a panic inside `f` does not leave
         // the session shown as stepped out forever.
-        struct Back<'a>(&'a GateInner, &'a SessionShared, bool);
+        struct Back<'a>(&'a GateInner, &'a SessionShared, SessionState, u64);
         impl Drop for Back<'_> {
             fn drop(&mut self) {
-                finish_step_out(self.0, self.1, self.2);
+                finish_step_out(self.0, self.1, self.2, self.3);
             }
         }
-        let _back = Back(&self.gate, &self.sh, self.hold.is_some());
+        let after = inside_state(self.hold.is_some(), in_call);
+        let _back = Back(&self.gate, &self.sh, after, self.kept_since);
         f()
     }
 
@@ -479,7 +488,12 @@ impl Session {
         if !std::mem::take(&mut self.in_wait) {
             return Err(GateError::Misuse(Misuse::WaitEndWithoutBegin));
         }
-        finish_step_out(&self.gate, &self.sh, self.is_inside());
+        finish_step_out(
+            &self.gate,
+            &self.sh,
+            inside_state(self.is_inside(), self.in_call),
+            self.kept_since,
+        );
         if self.in_call && !self.is_inside() {
             // On an error the call goes on outside the gate; its exit gives nothing back.
             self.admit()?;
@@ -812,13 +826,24 @@ pub(crate) fn give_back(gate: &GateInner, sh: &SessionShared, hold: Hold) {
 
 /// Ends a step-out's bookkeeping: the session is shown outside again (or declared inside, if
 /// `auto` kept its slot across the step-out).
-fn finish_step_out(gate: &GateInner, sh: &SessionShared, inside: bool) {
-    sh.set_state(if inside {
-        SessionState::DeclaredInside
+fn finish_step_out(gate: &GateInner, sh: &SessionShared, after: SessionState, kept_since: u64) {
+    if after != SessionState::Outside && kept_since != 0 {
+        // The slot was kept: the inside state goes on from the admission.
+        sh.set_state_since(after, kept_since);
     } else {
-        SessionState::Outside
-    });
+        sh.set_state(after);
+    }
     gate.registry.stepped_out.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// A session's state once a step-out ends: in its call, holding its slot between calls, or
+/// outside.
+fn inside_state(inside: bool, in_call: bool) -> SessionState {
+    match (inside, in_call) {
+        (true, true) => SessionState::InCall,
+        (true, false) => SessionState::DeclaredInside,
+        (false, _) => SessionState::Outside,
+    }
 }
 
 impl Drop for Session {
@@ -870,7 +895,7 @@ impl<'s> Statement<'s> {
     /// as [`Call::step_out`]: after a [`StepOutReason::RowLockWait`] that began inside, that
     /// admission re-enters without checking the limit, with one ticket.
     pub fn step_out<R>(&mut self, reason: StepOutReason, f: impl FnOnce() -> R) -> R {
-        self.session.step_out(reason, f)
+        self.session.step_out(reason, false, f)
     }
 
     /// Declares that this statement holds row locks or latches (until it ends). InnoDB lets
@@ -952,7 +977,7 @@ impl Call<'_> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn step_out<R>(&mut self, reason: StepOutReason, f: impl FnOnce() -> R) -> R {
-        self.session.step_out(reason, f)
+        self.session.step_out(reason, true, f)
     }
 
     /// Re-enters after a [`Call::step_out`] (nothing to do if the call is inside), by the

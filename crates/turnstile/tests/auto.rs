@@ -151,6 +151,41 @@ fn a_statement_that_keeps_its_slot_past_its_quantum_beside_a_newer_waiter_counts
 }
 
 #[test]
+fn a_step_out_that_keeps_the_slot_shows_the_session_inside_since_its_admission_afterwards() {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let mut s = g.session();
+    let state = |g: &Gate| {
+        let snap = g.snapshot();
+        (snap.sessions[0].state, snap.sessions[0].in_state.unwrap())
+    };
+    {
+        let mut stmt = s.begin();
+        let mut call = stmt.enter().unwrap();
+        // Inside for at least 30 ms (the coarse clock ticks every 1-4 ms) before the step-out.
+        thread::sleep(Duration::from_millis(30));
+        call.step_out(StepOutReason::SendingResults, || {});
+        let (st, since) = state(&g);
+        assert_eq!(st, SessionState::InCall);
+        assert!(
+            since >= Duration::from_millis(20),
+            "since its admission: {since:?}"
+        );
+        drop(call);
+        // Between calls (the slot kept for the quantum), a step-out comes back to that state.
+        stmt.step_out(StepOutReason::FileSort, || {});
+        assert_eq!(state(&g).0, SessionState::DeclaredInside);
+    }
+    // The explicit-call API: a declared wait that keeps the slot, inside a call.
+    s.enter().unwrap();
+    s.wait_begin(StepOutReason::FileSort).unwrap();
+    s.wait_end().unwrap();
+    assert_eq!(state(&g).0, SessionState::InCall);
+    s.exit().unwrap();
+    s.end_statement();
+    assert_eq!(g.snapshot().sessions[0].state, SessionState::Outside);
+}
+
+#[test]
 fn a_step_out_for_work_keeps_the_slot_and_one_for_a_wait_frees_it() {
     let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
     let mut s = g.session();
@@ -165,6 +200,11 @@ fn a_step_out_for_work_keeps_the_slot_and_one_for_a_wait_frees_it() {
         });
         assert_eq!(v, 7);
         assert!(call.is_inside());
+        assert_eq!(
+            g.snapshot().sessions[0].state,
+            SessionState::InCall,
+            "{reason:?}: back in its call, not between calls"
+        );
     }
     for reason in [
         StepOutReason::RowLockWait,

@@ -456,10 +456,14 @@ impl<T: ?Sized> Instrumented<T> {
         let holder = self.holder.load(Ordering::Relaxed);
         // SAFETY: null or a pointer stored from a `&'static Location`.
         let at = unsafe { self.holder_at.load(Ordering::Relaxed).as_ref() };
+        // A waited acquisition bumps `waited` just before `acquisitions`: a report taken
+        // between the two must not show more waited acquisitions than acquisitions (both stay
+        // monotone: each is the larger of two monotone counts).
+        let waited = self.waited.load(Ordering::Relaxed);
         LockReport {
             name: self.name,
-            acquisitions: self.acquisitions.load(Ordering::Relaxed),
-            waited: self.waited.load(Ordering::Relaxed),
+            acquisitions: self.acquisitions.load(Ordering::Relaxed).max(waited),
+            waited,
             counters: self.raw.stats().snapshot(),
             wait: self.waits.snapshot(),
             holder: if holder == 0 {
