@@ -57,7 +57,7 @@ impl CommonArgs {
         if let Some(ms) = self.fsync_ms.filter(|&ms| ms > 10_000) {
             return Err(format!("--fsync-ms {ms} is out of range: 0..=10000"));
         }
-        check_writable(&self.data_dir)?;
+        check_writable("data directory", &self.data_dir)?;
         Ok(Common {
             data_dir: self.data_dir.clone(),
             fsync_delay: self.fsync_ms.map(Duration::from_millis),
@@ -65,13 +65,15 @@ impl CommonArgs {
     }
 }
 
-/// Fails early, before anything is written, if `dir` cannot be created or written.
-fn check_writable(dir: &Path) -> Result<(), String> {
+/// Fails early, before anything is run, if `dir` (`what`: a data directory, a report
+/// folder) cannot be created or written: a report folder found unwritable after a sweep of
+/// many minutes would lose its results.
+pub(crate) fn check_writable(what: &str, dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir)
-        .map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+        .map_err(|e| format!("cannot create {what} {}: {e}", dir.display()))?;
     let probe = dir.join(".turnstile-write-test");
     std::fs::write(&probe, b"ok")
-        .map_err(|e| format!("data directory {} is not writable: {e}", dir.display()))?;
+        .map_err(|e| format!("{what} {} is not writable: {e}", dir.display()))?;
     let _ = std::fs::remove_file(probe);
     Ok(())
 }
@@ -600,6 +602,7 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
         Repro::Oltp(a) => {
             let cfg = oltp_config(a)?;
             let c = a.common.common()?;
+            check_writable("report folder", &a.out)?;
             let sysbench = a.client == "sysbench";
             if sysbench {
                 // Before the built-in sweep: a missing binary should not cost its minutes.
@@ -625,6 +628,7 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
         Repro::Pileup(a) => {
             let cfg = pileup_config(a)?;
             let c = a.common.common()?;
+            check_writable("report folder", &a.out)?;
             // Per table count and setting: one step per table prepared, one for the run.
             let steps: usize = cfg.reps
                 * cfg
@@ -642,6 +646,7 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
         Repro::Mixed(a) => {
             let cfg = mixed_config(a)?;
             let c = a.common.common()?;
+            check_writable("report folder", &a.out)?;
             let mut bar = Bar::new(1 + cfg.settings.len());
             let r = mixed::run(&c, &cfg, &mut bar).map_err(err);
             bar.finish();
@@ -677,8 +682,7 @@ fn all(a: &AllArgs) -> Result<(), String> {
             mixed::MixedConfig::full(),
         )
     };
-    std::fs::create_dir_all(&a.out)
-        .map_err(|e| format!("cannot create report folder {}: {e}", a.out.display()))?;
+    check_writable("report folder", &a.out)?;
     let steps = 2
         + t.policies.len() * t.tickets.len()
         + 1

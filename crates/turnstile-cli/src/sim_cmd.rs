@@ -42,8 +42,9 @@ pub struct SimArgs {
     /// Smaller runs (seconds instead of minutes of simulated time).
     #[arg(long)]
     quick: bool,
-    /// Run this many seeds (1, 2, …) and report the mean and a 95 % confidence interval of
-    /// the headline figure; with `--json`, an array of one report per seed.
+    /// Run this many seeds (the config's `seed`, 1 by default, then the next ones) and report
+    /// the mean and a 95 % confidence interval of the headline figure; with `--json`, an
+    /// array of one report per seed.
     #[arg(long, default_value_t = 1)]
     seeds: u64,
     /// A calibration (`turnstile calibrate --out FILE`): its `[machine]` table replaces the
@@ -170,15 +171,18 @@ fn row_send(name: &str) -> Result<turnstile_sim::workload::RowSend, String> {
     }
 }
 
-/// Runs `f` for seeds 1…k (the scenario's own seed replaced), in order.
+/// Runs `f` for seeds `base`, `base` + 1, … (k of them; `base` is the scenario's own seed,
+/// 1 unless its config says otherwise), in order.
 fn per_seed<P: Clone, R>(
     p: &P,
+    base: u64,
     k: u64,
     set_seed: impl Fn(&mut P, u64),
     f: impl Fn(&P) -> Result<R, String>,
 ) -> Result<Vec<R>, String> {
-    (1..=k)
-        .map(|seed| {
+    (0..k)
+        .map(|i| {
+            let seed = base.wrapping_add(i);
             let mut q = p.clone();
             set_seed(&mut q, seed);
             f(&q)
@@ -217,7 +221,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
             if a.quick {
                 p.completions = p.completions.min(20_000);
             }
-            let reps = per_seed(&p, a.seeds, |p, s| p.seed = s, scenarios::mva_check)?;
+            let reps = per_seed(&p, p.seed, a.seeds, |p, s| p.seed = s, scenarios::mva_check)?;
             let r = &reps[0];
             let mut s = String::from(
                 "MVA check: one core, CPU and disk FCFS with exponential demands, exponential think time, every overhead at zero.\n\n\
@@ -261,7 +265,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
             if a.quick {
                 p.rows = p.rows.min(1_000_000);
             }
-            let reps = per_seed(&p, a.seeds, |p, s| p.seed = s, scenarios::tickets)?;
+            let reps = per_seed(&p, p.seed, a.seeds, |p, s| p.seed = s, scenarios::tickets)?;
             let r = &reps[0];
             let mut s = format!(
                 "Seed 000 simulated: {} rows at {} ns each, {} cores, {} gate, limit 1, sleep {} µs. Seed: alone 16.2 s; 500 tickets 95.5 / 92.9 s; 10,000,000 tickets 16.1 / 30.6 s.\n\n\
@@ -322,7 +326,13 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
             if a.quick {
                 p.oltp.seconds = p.oltp.seconds.min(5.0);
             }
-            let reps = per_seed(&p, a.seeds, |p, s| p.oltp.seed = s, scenarios::timer)?;
+            let reps = per_seed(
+                &p,
+                p.oltp.seed,
+                a.seeds,
+                |p, s| p.oltp.seed = s,
+                scenarios::timer,
+            )?;
             let r = &reps[0];
             let mut s = format!(
                 "Seed 003 simulated: MySQL 5.4's timer gate against the 5.0 gate and its srv_conc_mutex, {} cores, limit {}, sysbench read-only (seed 001's transaction, assumed), rows sent: {}, {} s per point. Seed: +5 / +10 / +15 % at 32 / 64 / 128 threads.\n\n\
@@ -348,6 +358,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
             emit_seeds(a.json, &reps, s)
         }
         Scenario::Oltp => {
+            crate::repro_cmd::check_writable("chart folder", &a.out)?;
             let mut p: OltpParams = load(&a.config)?;
             a.machine(&mut p.machine)?;
             if let Some(names) = &a.policies {
@@ -367,7 +378,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
                 p.seconds = p.seconds.min(5.0);
             }
             let real = a.compare.as_deref().map(read_repro).transpose()?;
-            let reps = per_seed(&p, a.seeds, |p, s| p.seed = s, scenarios::oltp)?;
+            let reps = per_seed(&p, p.seed, a.seeds, |p, s| p.seed = s, scenarios::oltp)?;
             let r = &reps[0];
             let mut s = format!(
                 "Seed 001 simulated: {} cores, {} s per point, {} seed(s). Seed TPS at 1…1024 threads, FLIFO: 186 343 571 708 719 666 575 590 611 613 637; FIFO: 181 335 517 646 625 649 659 580 515 432 255. Seed cs/txn at 1024 threads: FIFO ≈ 937, FLIFO ≈ 105.\n\n\
@@ -398,7 +409,10 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
             for set in &p.settings {
                 let pts: Vec<_> = r.runs.iter().filter(|x| x.policy == set.name).collect();
                 if let (Some(peak), Some(last)) = (
-                    pts.iter().map(|x| x.w.tps).reduce(f64::max),
+                    pts.iter()
+                        .map(|x| x.w.tps)
+                        .reduce(f64::max)
+                        .filter(|&p| p > 0.0),
                     pts.iter().max_by_key(|x| x.threads),
                 ) {
                     let _ = writeln!(
@@ -426,7 +440,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
             if a.quick {
                 p.seconds = p.seconds.min(5.0);
             }
-            let reps = per_seed(&p, a.seeds, |p, s| p.seed = s, scenarios::pileup)?;
+            let reps = per_seed(&p, p.seed, a.seeds, |p, s| p.seed = s, scenarios::pileup)?;
             let r = &reps[0];
             let base = |mode: &str| {
                 r.runs
@@ -595,6 +609,7 @@ fn compare_table(r: &scenarios::OltpReport, real: &[RealPoint]) -> String {
          | setting | threads | sim TPS | real TPS | TPS ratio | sim cs/txn | real cs/txn | cs ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let (mut worst_tps, mut worst_cs) = (0.0f64, 1.0f64);
+    let mut compared = 0;
     for x in &r.runs {
         let Some(y) = real
             .iter()
@@ -603,6 +618,7 @@ fn compare_table(r: &scenarios::OltpReport, real: &[RealPoint]) -> String {
             continue;
         };
         let tr = x.w.tps / y.tps.max(1e-9);
+        compared += 1;
         worst_tps = worst_tps.max((tr - 1.0).abs());
         // Below one switch per transaction on either side there is nothing to compare.
         let (real_cs, cr) = match y.cs_per_txn {
@@ -620,9 +636,16 @@ fn compare_table(r: &scenarios::OltpReport, real: &[RealPoint]) -> String {
             x.policy, x.threads, x.w.tps, y.tps, tr, x.w.cs_per_txn, real_cs, cr
         );
     }
+    if compared == 0 {
+        let _ = writeln!(
+            s,
+            "\nNo point compared: the real report has none of these settings at these thread counts."
+        );
+        return s;
+    }
     let _ = writeln!(
         s,
-        "\nLargest TPS error {:.0} %; largest cs/txn factor {:.2}× (where both make at least one switch per transaction).",
+        "\nLargest TPS error {:.0} % over {compared} points; largest cs/txn factor {:.2}× (where both make at least one switch per transaction).",
         100.0 * worst_tps,
         worst_cs
     );

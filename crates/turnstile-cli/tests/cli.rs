@@ -1026,6 +1026,96 @@ fn sim_bad_config_exits_2_naming_the_problem() {
 }
 
 #[test]
+fn an_unwritable_report_folder_is_refused_before_the_run() {
+    let dir = temp("unwritable-out");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A folder under a regular file cannot be created.
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out_dir = file.join("sub");
+    let o = out_dir.to_str().unwrap();
+    let data = dir.join("data");
+    let d = data.to_str().unwrap();
+    for args in [
+        vec!["sim", "oltp", "--quick", "--threads", "1", "--out", o],
+        vec![
+            "repro",
+            "oltp",
+            "--quick",
+            "--threads",
+            "1",
+            "--policies",
+            "classic",
+            "--data-dir",
+            d,
+            "--out",
+            o,
+        ],
+        vec![
+            "repro",
+            "pileup",
+            "--quick",
+            "--tables",
+            "1",
+            "--data-dir",
+            d,
+            "--out",
+            o,
+        ],
+        vec!["repro", "mixed", "--quick", "--data-dir", d, "--out", o],
+    ] {
+        let t = std::time::Instant::now();
+        let out = turnstile(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("cannot create") && err.contains("sub"),
+            "{args:?}: {err}"
+        );
+        // Refused before the run: no table was built in the data directory.
+        assert!(
+            !data.join("turnstile.redb").exists(),
+            "{args:?} ran ({:?})",
+            t.elapsed()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sim_uses_the_configs_seed_and_says_when_compare_matched_nothing() {
+    let dir = temp("sim-seed");
+    std::fs::create_dir_all(&dir).unwrap();
+    // The MVA check draws exponential demands: its seed shows in its figures.
+    let run = |seed: u64| {
+        let cfg = dir.join(format!("seed-{seed}.toml"));
+        std::fs::write(&cfg, format!("seed = {seed}\nn = [4]\ncompletions = 2000\n")).unwrap();
+        let out = turnstile_ok(&["sim", "mva-check", "--config", cfg.to_str().unwrap(), "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["params"]["seed"], seed, "the report names the seed it ran");
+        v["points"][0]["sim_throughput"].as_f64().unwrap()
+    };
+    assert_ne!(run(1), run(7), "the config's seed is the run's");
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, r#"{"runs": []}"#).unwrap();
+    let out = turnstile_ok(&[
+        "sim",
+        "oltp",
+        "--quick",
+        "--threads",
+        "1",
+        "--compare",
+        empty.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("No point compared"), "{text}");
+    assert!(!text.contains("Largest TPS error"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn metrics_file_holds_the_prometheus_text_of_the_last_gate_after_repro_and_bench_gate() {
     let dir = temp("metrics-file");
     std::fs::create_dir_all(&dir).unwrap();

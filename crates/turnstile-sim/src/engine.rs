@@ -181,6 +181,9 @@ pub struct GateCounts {
     pub forced: u64,
     /// Sum of hand-off latencies (signal to running), ns.
     pub handoff_latency_sum: f64,
+    /// Released waiters that ran: the latencies summed in `handoff_latency_sum` (`auto`
+    /// also releases waiters outside exits: limit raises, a waiter's own finish).
+    pub handoff_resumes: u64,
     /// Acquisitions of the gate's own mutex.
     pub mutex_acquisitions: u64,
     /// Acquisitions that found the gate's mutex taken and slept on it.
@@ -558,6 +561,9 @@ impl Sim {
 
     /// Clears completion statistics and restarts the time integrals (end of warm-up).
     pub fn reset_stats(&mut self) {
+        // The CPU clock `auto` reads (`busy_total`) runs on across the reset: count the
+        // interval up to now first.
+        self.account_busy();
         self.kinds.clear();
         self.done_per_thread.iter_mut().for_each(|d| *d = 0);
         self.switches = 0;
@@ -787,7 +793,8 @@ impl Sim {
             } else {
                 self.m.wake_call_ns
             };
-            self.threads[w as usize].owed_ns += cost;
+            self.threads[w as usize].owed_ns =
+                self.threads[w as usize].owed_ns.saturating_add(cost);
         }
         self.threads[tid as usize].signalled_at = self.now;
         // Onto an idle core the wake-up must wake that core; with every core busy the woken
@@ -800,7 +807,7 @@ impl Sim {
         if l == 0 {
             self.make_runnable(tid);
         } else {
-            self.push(self.now + l, Ev::Ready { tid });
+            self.push(self.now.saturating_add(l), Ev::Ready { tid });
         }
     }
 
@@ -909,7 +916,7 @@ impl Sim {
         self.last_ran[c] = Some(tid);
         self.switch_ns += cost;
         if cost > 0 {
-            self.push(self.now + cost, Ev::Switched { core, tid });
+            self.push(self.now.saturating_add(cost), Ev::Switched { core, tid });
         } else {
             self.resume(core, tid);
         }
@@ -942,7 +949,7 @@ impl Sim {
     /// waits for it.
     fn start_cpu(&mut self, core: u32, tid: Tid) {
         let t = &mut self.threads[tid as usize];
-        t.cpu_left += std::mem::take(&mut t.owed_ns);
+        t.cpu_left = t.cpu_left.saturating_add(std::mem::take(&mut t.owed_ns));
         let left = t.cpu_left;
         let run = if self.m.time_slice_ns == 0 {
             left
@@ -1005,7 +1012,7 @@ impl Sim {
         self.burst_start[c] = self.now;
         self.in_burst[c] = true;
         self.push(
-            self.now + run,
+            self.now.saturating_add(run),
             Ev::SliceDone {
                 core,
                 tid,
@@ -1047,6 +1054,7 @@ impl Sim {
             Resume::FinishWait(id) => {
                 let latency = self.now - self.threads[tid as usize].signalled_at;
                 self.gate_counts.handoff_latency_sum += latency as f64;
+                self.gate_counts.handoff_resumes += 1;
                 if self.gate_call(Some(core), tid, GateAction::Finish(id)) {
                     self.advance(Some(core), tid);
                 }
@@ -1269,7 +1277,7 @@ impl Sim {
                 } else {
                     0
                 };
-                self.push(self.now + d, Ev::Ready { tid });
+                self.push(self.now.saturating_add(d), Ev::Ready { tid });
                 self.release_core(core);
                 false
             }
@@ -1427,7 +1435,7 @@ impl Sim {
                 Op::Disk(ns) => {
                     self.disk.push_back((tid, ns));
                     if self.disk.len() == 1 {
-                        self.push(self.now + ns, Ev::DiskDone);
+                        self.push(self.now.saturating_add(ns), Ev::DiskDone);
                     }
                     self.release(core);
                     return;
@@ -1450,7 +1458,7 @@ impl Sim {
                     }
                 }
                 Op::Think(ns) => {
-                    self.push(self.now + ns, Ev::Ready { tid });
+                    self.push(self.now.saturating_add(ns), Ev::Ready { tid });
                     self.release(core);
                     return;
                 }
@@ -1463,7 +1471,7 @@ impl Sim {
                 }
                 Op::Arrive(ns) => {
                     self.threads[tid as usize].begin_on_ready = true;
-                    self.push(self.now + ns, Ev::Ready { tid });
+                    self.push(self.now.saturating_add(ns), Ev::Ready { tid });
                     self.release(core);
                     return;
                 }
@@ -1509,7 +1517,7 @@ impl Sim {
     fn disk_done(&mut self) {
         let (tid, _) = self.disk.pop_front().expect("a request in service");
         if let Some(&(_, ns)) = self.disk.front() {
-            self.push(self.now + ns, Ev::DiskDone);
+            self.push(self.now.saturating_add(ns), Ev::DiskDone);
         }
         self.signal(None, tid);
     }

@@ -195,6 +195,10 @@ impl MachineConfig {
             ("yield_ns", self.yield_ns),
             ("mutex_handoff_ns", self.mutex_handoff_ns),
             ("mutex_uncontended_ns", self.mutex_uncontended_ns),
+            ("wake_preempt_ns", self.wake_preempt_ns.unwrap_or(0)),
+            ("wake_busy_ns", self.wake_busy_ns.unwrap_or(0)),
+            ("wake_call_ns", self.wake_call_ns),
+            ("wake_call_idle_ns", self.wake_call_idle_ns),
         ] {
             if v > MAX {
                 return Err(format!("{name} = {v} ns is over 10 s: not a machine"));

@@ -141,9 +141,13 @@ pub struct MvaReport {
 
 /// Runs the MVA check: every overhead at zero, one core, no gate.
 pub fn mva_check(p: &MvaParams) -> Result<MvaReport, String> {
-    if p.n.is_empty() || p.n.contains(&0) || p.completions == 0 {
-        return Err("mva-check: populations and completions must be positive".into());
+    check_counts("mva-check", "populations", &p.n, MAX_SIM_THREADS)?;
+    if p.completions == 0 {
+        return Err("mva-check: completions must be positive".into());
     }
+    check_cost("mva-check", "cpu_ms", p.cpu_ms, 1e6, true)?;
+    check_cost("mva-check", "disk_ms", p.disk_ms, 1e6, false)?;
+    check_cost("mva-check", "think_ms", p.think_ms, 1e6, false)?;
     let mut clock = Clock::new();
     let mut points = Vec::new();
     for &n in &p.n {
@@ -335,7 +339,7 @@ pub fn tickets(p: &TicketsParams) -> Result<TicketsReport, String> {
                 handoffs: g.admissions as f64 / 2.0,
                 sleeps: g.sleeps,
                 queue_waits: g.queue_waits,
-                wake_latency_us: g.handoff_latency_sum / g.handoffs.max(1) as f64 / 1e3,
+                wake_latency_us: g.handoff_latency_sum / g.handoff_resumes.max(1) as f64 / 1e3,
             });
         }
     }
@@ -630,7 +634,7 @@ impl Window {
             mean_inside: sim.mean_inside(),
             max_inside: sim.max_inside,
             limit_end: sim.gate_limit(),
-            wake_latency_us: g.handoff_latency_sum / g.handoffs.max(1) as f64 / 1e3,
+            wake_latency_us: g.handoff_latency_sum / g.handoff_resumes.max(1) as f64 / 1e3,
             lifo_per_s: g.lifo as f64 / secs,
             p99_ms: ms(0.99),
             p999_ms: ms(0.999),
@@ -731,28 +735,92 @@ pub fn oltp_point(
     Ok((run, sim.events))
 }
 
+/// The longest simulated span a setting may ask for: a day. The clock is u64 nanoseconds
+/// (584 years), and simulated time costs real time in proportion (a busy point runs at a
+/// few simulated seconds per real second), so a day is already far past any useful run.
+const MAX_SIM_SECONDS: f64 = 86_400.0;
+
+/// The longest one cost (a CPU burst, a disk wait) may be: 1000 s, so that sums of a few
+/// of them stay far from the clock's end.
+const MAX_COST_NS: f64 = 1e12;
+
+/// The most simulated threads: `repro`'s bound (thread ids are u32, each thread is a
+/// program in memory).
+const MAX_SIM_THREADS: usize = 16_384;
+
+/// A window length in seconds: finite, at least a microsecond (`zero_ok`: or zero), at
+/// most [`MAX_SIM_SECONDS`]. A NaN or a span shorter than the clock's tick would report
+/// NaN rates; an infinite one would never end.
+fn check_seconds(what: &str, name: &str, v: f64, zero_ok: bool) -> Result<(), String> {
+    let ok = v.is_finite() && v <= MAX_SIM_SECONDS && (v >= 1e-6 || (zero_ok && v == 0.0));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: {name} = {v} must be {}1 µs to {MAX_SIM_SECONDS} s",
+            if zero_ok { "0 or " } else { "" }
+        ))
+    }
+}
+
+/// A cost given in `unit_ns` units: finite, non-negative (`positive`: at least 1 ns, for
+/// the cost that makes every operation take time; without one, a thread with nothing else
+/// to wait for would run for ever at one instant), and at most [`MAX_COST_NS`].
+fn check_cost(what: &str, name: &str, v: f64, unit_ns: f64, positive: bool) -> Result<(), String> {
+    let ns = v * unit_ns;
+    let ok = v.is_finite() && ns <= MAX_COST_NS && if positive { ns >= 1.0 } else { ns >= 0.0 };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: {name} = {v} must be {} and at most {} s",
+            if positive {
+                "at least 1 ns"
+            } else {
+                "a finite, non-negative time"
+            },
+            MAX_COST_NS / 1e9
+        ))
+    }
+}
+
+/// Counts (threads, tables): given, positive, each once, at most `max`.
+fn check_counts(what: &str, name: &str, v: &[usize], max: usize) -> Result<(), String> {
+    if v.is_empty() || v.contains(&0) || v.iter().any(|&n| n > max) {
+        return Err(format!("{what}: {name} must be 1 to {max}"));
+    }
+    let mut sorted = v.to_vec();
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w[0] == w[1]) {
+        return Err(format!("{what}: {name} lists a value twice: {v:?}"));
+    }
+    Ok(())
+}
+
 fn check_oltp(p: &OltpParams) -> Result<(), String> {
-    if p.threads.is_empty() || p.threads.contains(&0) {
-        return Err("oltp: thread counts must be positive".into());
+    check_counts("oltp", "thread counts", &p.threads, MAX_SIM_THREADS)?;
+    check_seconds("oltp", "seconds", p.seconds, false)?;
+    check_seconds("oltp", "warmup_seconds", p.warmup_seconds, true)?;
+    if p.range == 0 {
+        return Err("oltp: range must be positive".into());
     }
-    if p.seconds <= 0.0 || p.warmup_seconds < 0.0 || p.range == 0 {
-        return Err("oltp: seconds and range must be positive".into());
-    }
+    // Every transaction makes point selects: their cost is the one that must be positive.
+    check_cost("oltp", "point_us", p.point_us, 1e3, true)?;
     for (name, v) in [
-        ("point_us", p.point_us),
         ("row_us", p.row_us),
         ("sort_us", p.sort_us),
         ("gate_call_us", p.gate_call_us),
         ("switch_us", p.switch_us.unwrap_or(0.0)),
     ] {
-        if !(v.is_finite() && v >= 0.0) {
-            return Err(format!(
-                "oltp: {name} = {v} must be a finite, non-negative time"
-            ));
-        }
+        check_cost("oltp", name, v, 1e3, false)?;
     }
     if p.settings.is_empty() {
         return Err("oltp: no gate settings".into());
+    }
+    for (i, a) in p.settings.iter().enumerate() {
+        if p.settings[..i].iter().any(|b| b.name == a.name) {
+            return Err(format!("oltp: the setting {} is listed twice", a.name));
+        }
     }
     Ok(())
 }
@@ -964,6 +1032,14 @@ pub struct PileupReport {
 
 /// Runs seed 004 at its scale.
 pub fn pileup(p: &PileupParams) -> Result<PileupReport, String> {
+    check_counts("pileup", "table counts", &p.tables, MAX_SIM_THREADS / 2)?;
+    if p.limit == 0 {
+        return Err("pileup: the limit must be positive".into());
+    }
+    check_cost("pileup", "query_us", p.query_us, 1e3, true)?;
+    check_cost("pileup", "insert_us", p.insert_us, 1e3, true)?;
+    check_cost("pileup", "fsync_ms", p.fsync_ms, 1e6, false)?;
+    check_seconds("pileup", "seconds", p.seconds, false)?;
     let mut clock = Clock::new();
     let mut runs = Vec::new();
     for &n in &p.tables {
@@ -1344,6 +1420,92 @@ mod tests {
             ..OltpParams::default()
         })
         .unwrap_err();
-        assert!(e.contains("positive"), "{e}");
+        assert!(e.contains("1 to"), "{e}");
+    }
+
+    #[test]
+    fn settings_that_would_hang_the_simulator_or_report_nan_are_refused_with_a_reason() {
+        let oltp_err = |f: &dyn Fn(&mut OltpParams)| {
+            let mut p = OltpParams::default();
+            f(&mut p);
+            oltp(&p).unwrap_err()
+        };
+        // No CPU per transaction (nothing ever moves virtual time), or under 1 ns.
+        for v in [0.0, 0.0004] {
+            let e = oltp_err(&|p| p.point_us = v);
+            assert!(e.contains("point_us") && e.contains("1 ns"), "{v}: {e}");
+        }
+        // Windows: NaN, shorter than the clock's tick, infinite, negative.
+        for v in [f64::NAN, 1e-10, f64::INFINITY, -1.0, 1e9] {
+            let e = oltp_err(&|p| p.seconds = v);
+            assert!(e.contains("seconds"), "{v}: {e}");
+        }
+        for v in [f64::NAN, f64::INFINITY] {
+            let e = oltp_err(&|p| p.warmup_seconds = v);
+            assert!(e.contains("warmup_seconds"), "{v}: {e}");
+        }
+        // A cost past the clock's reach.
+        let e = oltp_err(&|p| p.row_us = 1e30);
+        assert!(e.contains("row_us"), "{e}");
+        // Repeated thread counts or settings.
+        let e = oltp_err(&|p| p.threads = vec![4, 4]);
+        assert!(e.contains("twice"), "{e}");
+        let e = oltp_err(&|p| {
+            p.settings = vec![
+                OltpSetting::by_name("classic").unwrap(),
+                OltpSetting::by_name("classic").unwrap(),
+            ]
+        });
+        assert!(e.contains("twice"), "{e}");
+        // Pileup: a free query, an empty window, no tables.
+        for (f, what) in [
+            (
+                (|p: &mut PileupParams| p.query_us = 0.0) as fn(&mut PileupParams),
+                "query_us",
+            ),
+            (|p| p.seconds = 0.0, "seconds"),
+            (|p| p.tables = vec![], "table counts"),
+            (|p| p.limit = 0, "limit"),
+        ] {
+            let mut p = PileupParams::default();
+            f(&mut p);
+            let e = pileup(&p).unwrap_err();
+            assert!(e.contains(what), "{what}: {e}");
+        }
+        // MVA: a negative or zero CPU demand.
+        for v in [-1.0, 0.0] {
+            let e = mva_check(&MvaParams {
+                cpu_ms: v,
+                ..MvaParams::default()
+            })
+            .unwrap_err();
+            assert!(e.contains("cpu_ms"), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_machine_with_a_wake_up_latency_over_ten_seconds_is_refused() {
+        for m in [
+            MachineConfig {
+                wake_busy_ns: Some(i64::MAX as u64),
+                ..MachineConfig::default()
+            },
+            MachineConfig {
+                wake_preempt_ns: Some(20_000_000_000),
+                ..MachineConfig::default()
+            },
+            MachineConfig {
+                wake_call_ns: i64::MAX as u64,
+                ..MachineConfig::default()
+            },
+            MachineConfig {
+                wake_call_idle_ns: 11_000_000_000,
+                ..MachineConfig::default()
+            },
+        ] {
+            let e = m.validate().unwrap_err();
+            assert!(e.contains("wake_") && e.contains("10 s"), "{e}");
+        }
+        assert!(MachineConfig::default().validate().is_ok());
     }
 }
