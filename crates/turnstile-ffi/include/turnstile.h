@@ -161,7 +161,7 @@ typedef struct {
     // least 1. Not read by `auto`, which grants a time quantum instead.
     uint32_t tickets;
     // `auto`: refuse a newcomer with `TS_ERR_OVERLOADED` once this many sessions are queued
-    // (0, the default: no cap).
+    // (0, the default: no cap). Another policy given a cap is refused with `TS_ERR_CONFIG`.
     uint32_t max_waiting;
     // `auto`: 1 (the default) lets the limit adapt to the machine; 0 keeps it at `limit`.
     uint32_t adaptive_limit;
@@ -183,7 +183,7 @@ typedef struct {
     // `auto`: past this age the oldest waiter is served before the newest, default
     // 1,000 µs, at most 1,000,000.
     uint64_t age_cap_us;
-    // `auto`: refuse with `TS_ERR_OVERLOADED` a session not admitted within this time
+    // Every policy: refuse with `TS_ERR_OVERLOADED` a session not admitted within this time
     // (0, the default: wait as long as it takes), at most 3,600,000,000 (an hour).
     uint64_t queue_timeout_us;
 } ts_gate_options;

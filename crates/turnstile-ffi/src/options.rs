@@ -34,7 +34,7 @@ pub struct ts_gate_options {
     /// least 1. Not read by `auto`, which grants a time quantum instead.
     pub tickets: u32,
     /// `auto`: refuse a newcomer with `TS_ERR_OVERLOADED` once this many sessions are queued
-    /// (0, the default: no cap).
+    /// (0, the default: no cap). Another policy given a cap is refused with `TS_ERR_CONFIG`.
     pub max_waiting: u32,
     /// `auto`: 1 (the default) lets the limit adapt to the machine; 0 keeps it at `limit`.
     pub adaptive_limit: u32,
@@ -56,7 +56,7 @@ pub struct ts_gate_options {
     /// `auto`: past this age the oldest waiter is served before the newest, default
     /// 1,000 µs, at most 1,000,000.
     pub age_cap_us: u64,
-    /// `auto`: refuse with `TS_ERR_OVERLOADED` a session not admitted within this time
+    /// Every policy: refuse with `TS_ERR_OVERLOADED` a session not admitted within this time
     /// (0, the default: wait as long as it takes), at most 3,600,000,000 (an hour).
     pub queue_timeout_us: u64,
 }

@@ -173,7 +173,9 @@ pub(crate) fn gate_error(e: &GateError) -> ts_status {
 pub(crate) fn config_error(e: &ConfigError) -> ts_status {
     match e {
         ConfigError::UnknownPolicy(_) => ts_status::TS_ERR_POLICY,
-        ConfigError::OutOfRange { .. } => ts_status::TS_ERR_CONFIG,
+        ConfigError::OutOfRange { .. } | ConfigError::NotForPolicy { .. } => {
+            ts_status::TS_ERR_CONFIG
+        }
         _ => ts_status::TS_ERR_OTHER,
     }
 }

@@ -140,10 +140,13 @@ pub struct GateConfig {
     /// `auto`: the limit adapts (`true`, the default) or stays where it is set.
     pub adaptive_limit: bool,
     /// `auto`: refuse to queue more than this many sessions ([`crate::GateError::Overloaded`]);
-    /// 0 (the default) queues without a cap.
+    /// 0 (the default) queues without a cap. Refused by [`GateConfig::validate`] for the
+    /// other policies ([`ConfigError::NotForPolicy`]), which have no such cap.
     pub max_waiting: u32,
-    /// `auto`: a session not admitted within this time is refused
-    /// ([`crate::GateError::Overloaded`]); `None` (the default) waits as long as it takes.
+    /// Every policy: a session not admitted within this time is refused
+    /// ([`crate::GateError::Overloaded`], its reason `QueueTimeout`), whether it waited queued
+    /// or sleeping before a retry; `None` (the default) waits as long as it takes. Zero
+    /// refuses at once whatever would wait (a try-enter).
     pub queue_timeout: Option<Duration>,
 }
 
@@ -290,6 +293,12 @@ impl GateConfig {
         check_duration("age_cap", self.age_cap, MAX_SLEEP_DELAY)?;
         if let Some(t) = self.queue_timeout {
             check_duration("queue_timeout", t, Duration::from_secs(3600))?;
+        }
+        if self.max_waiting != 0 && self.policy != Policy::Auto {
+            return Err(ConfigError::NotForPolicy {
+                field: "max_waiting",
+                policy: self.policy,
+            });
         }
         Ok(())
     }

@@ -24,6 +24,15 @@ pub enum ConfigError {
     },
     /// A policy name that is not one of [`crate::Policy::ALL`].
     UnknownPolicy(String),
+    /// A setting the configured policy does not implement, given a value other than its
+    /// default (it would be ignored without a word).
+    #[non_exhaustive]
+    NotForPolicy {
+        /// The setting's name (its [`crate::GateConfig`] setter).
+        field: &'static str,
+        /// The policy configured.
+        policy: crate::Policy,
+    },
 }
 
 /// The unit of a numeric setting in a [`ConfigError`].
@@ -69,6 +78,11 @@ impl fmt::Display for ConfigError {
                     names.join(", ")
                 )
             }
+            ConfigError::NotForPolicy { field, policy } => write!(
+                f,
+                "{field} applies to the auto policy only, not to {}",
+                policy.name()
+            ),
         }
     }
 }

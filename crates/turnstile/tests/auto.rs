@@ -151,6 +151,30 @@ fn a_statement_that_keeps_its_slot_past_its_quantum_beside_a_newer_waiter_counts
 }
 
 #[test]
+fn max_waiting_is_refused_for_the_policies_that_have_no_queue_cap() {
+    for &p in Policy::ALL.iter().filter(|&&p| p != Policy::Auto) {
+        let e = GateConfig::new(p).max_waiting(1).validate().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                turnstile::ConfigError::NotForPolicy {
+                    field: "max_waiting",
+                    ..
+                }
+            ),
+            "{p:?}: {e:?}"
+        );
+        assert!(e.to_string().contains("auto policy only"), "{e}");
+        assert!(Gate::new(GateConfig::new(p).max_waiting(1)).is_err());
+        assert!(GateConfig::new(p).validate().is_ok());
+    }
+    assert!(GateConfig::new(Policy::Auto)
+        .max_waiting(1)
+        .validate()
+        .is_ok());
+}
+
+#[test]
 fn a_step_out_that_keeps_the_slot_shows_the_session_inside_since_its_admission_afterwards() {
     let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
     let mut s = g.session();
