@@ -1089,10 +1089,23 @@ fn sim_uses_the_configs_seed_and_says_when_compare_matched_nothing() {
     // The MVA check draws exponential demands: its seed shows in its figures.
     let run = |seed: u64| {
         let cfg = dir.join(format!("seed-{seed}.toml"));
-        std::fs::write(&cfg, format!("seed = {seed}\nn = [4]\ncompletions = 2000\n")).unwrap();
-        let out = turnstile_ok(&["sim", "mva-check", "--config", cfg.to_str().unwrap(), "--json"]);
+        std::fs::write(
+            &cfg,
+            format!("seed = {seed}\nn = [4]\ncompletions = 2000\n"),
+        )
+        .unwrap();
+        let out = turnstile_ok(&[
+            "sim",
+            "mva-check",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--json",
+        ]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(v["params"]["seed"], seed, "the report names the seed it ran");
+        assert_eq!(
+            v["params"]["seed"], seed,
+            "the report names the seed it ran"
+        );
         v["points"][0]["sim_throughput"].as_f64().unwrap()
     };
     assert_ne!(run(1), run(7), "the config's seed is the run's");

@@ -156,13 +156,22 @@ pub fn run(
     for rep in 0..cfg.reps {
         sweep(common, cfg, rep, progress, &mut runs)?;
     }
+    // Report in the reading order (repetition, table count, setting), whatever order ran.
+    let pos = |r: &PileupRun| {
+        let t = cfg.tables.iter().position(|&n| n == r.tables);
+        let s = SETTINGS
+            .iter()
+            .position(|&(p, m)| p == r.policy && mode_name(p, m) == r.mode);
+        (r.rep, t, s)
+    };
+    runs.sort_by_key(pos);
     Ok(PileupReport {
         config: cfg.clone(),
         runs,
     })
 }
 
-/// One repetition: every table count in each of [`SETTINGS`].
+/// One repetition: every table count in each of [`SETTINGS`], in [`run_order`].
 fn sweep(
     common: &Common,
     cfg: &PileupConfig,
@@ -170,43 +179,59 @@ fn sweep(
     progress: &mut dyn Progress,
     runs: &mut Vec<PileupRun>,
 ) -> Result<(), ReproError> {
-    for &n in &cfg.tables {
-        for (policy, mode) in SETTINGS {
-            if stopped() {
-                return Err(ReproError::Interrupted);
-            }
-            let engine = common.open_with(SEED_DISK_FSYNC)?;
-            for i in 0..n {
-                progress.step(&format!("pileup: table {} of {n}", i + 1));
-                engine.ensure_table(&table(i), cfg.rows, &mut |d, t| progress.load(d, t))?;
-                // Drop the previous run's inserts.
-                engine.truncate_above(&table(i), cfg.rows)?;
-            }
-            let of = if cfg.reps > 1 {
-                format!(" (repetition {} of {})", rep + 1, cfg.reps)
-            } else {
-                String::new()
-            };
-            progress.step(&format!(
-                "pileup: {n} tables, {}{of}",
-                mode_name(policy, mode)
-            ));
-            let (mut r, acked) = one_run(engine, cfg, n, policy, mode)?;
-            // Reopen the data and look for every acknowledged insert.
-            let engine = common.open_with(SEED_DISK_FSYNC)?;
-            let mut found = 0;
-            for (i, &a) in acked.iter().enumerate() {
-                for id in cfg.rows + 1..=cfg.rows + a as u32 {
-                    found += engine.contains(&table(i), id)? as u64;
-                }
-            }
-            drop(engine);
-            r.found = found;
-            r.rep = rep;
-            runs.push(r);
+    for (policy, mode, n) in run_order(&cfg.tables, rep) {
+        if stopped() {
+            return Err(ReproError::Interrupted);
         }
+        let engine = common.open_with(SEED_DISK_FSYNC)?;
+        for i in 0..n {
+            progress.step(&format!("pileup: table {} of {n}", i + 1));
+            engine.ensure_table(&table(i), cfg.rows, &mut |d, t| progress.load(d, t))?;
+            // Drop the previous run's inserts.
+            engine.truncate_above(&table(i), cfg.rows)?;
+        }
+        let of = if cfg.reps > 1 {
+            format!(" (repetition {} of {})", rep + 1, cfg.reps)
+        } else {
+            String::new()
+        };
+        progress.step(&format!(
+            "pileup: {n} tables, {}{of}",
+            mode_name(policy, mode)
+        ));
+        let (mut r, acked) = one_run(engine, cfg, n, policy, mode)?;
+        // Reopen the data and look for every acknowledged insert.
+        let engine = common.open_with(SEED_DISK_FSYNC)?;
+        let mut found = 0;
+        for (i, &a) in acked.iter().enumerate() {
+            for id in cfg.rows + 1..=cfg.rows + a as u32 {
+                found += engine.contains(&table(i), id)? as u64;
+            }
+        }
+        drop(engine);
+        r.found = found;
+        r.rep = rep;
+        runs.push(r);
     }
     Ok(())
+}
+
+/// The order of one repetition's runs: each setting's table counts back to back, so that the
+/// ratio the report takes (a setting's queries/s at N tables ÷ at the first count) compares
+/// runs seconds apart rather than a whole sweep apart, and reversed on odd repetitions
+/// (A B, B A), so that a machine drifting faster or slower through a sweep (this shared VM's
+/// runs move by ±15 % within a minute) biases the medians neither way.
+fn run_order(tables: &[usize], rep: usize) -> Vec<(Policy, CommitMode, usize)> {
+    let mut order = Vec::with_capacity(SETTINGS.len() * tables.len());
+    for (policy, mode) in SETTINGS {
+        for &n in tables {
+            order.push((policy, mode, n));
+        }
+    }
+    if rep % 2 == 1 {
+        order.reverse();
+    }
+    order
 }
 
 /// The runs per table count: the seed's gate in both modes, group commit, and `auto` with the
@@ -630,6 +655,15 @@ mod tests {
             assert_eq!(x.found, x.acknowledged);
             assert!(!x.series.is_empty());
         }
+        // Reported by table count, then setting, whatever order they ran in.
+        let order: Vec<(usize, &str)> = r.runs.iter().map(|x| (x.tables, x.mode)).collect();
+        let mut want = Vec::new();
+        for n in [1, 2] {
+            for (p, m) in SETTINGS {
+                want.push((n, mode_name(p, m)));
+            }
+        }
+        assert_eq!(order, want);
         let md = markdown(&r);
         assert!(md.contains("| 2 | hold-slot |"));
         assert!(md.contains("| 2 | auto-hold-slot |"), "{md}");
@@ -640,6 +674,20 @@ mod tests {
             "{md}"
         );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_settings_table_counts_run_back_to_back_and_odd_repetitions_run_backwards() {
+        let even = run_order(&[4, 16], 0);
+        assert_eq!(even.len(), 2 * SETTINGS.len());
+        for (i, (p, m)) in SETTINGS.iter().enumerate() {
+            assert_eq!(even[2 * i], (*p, *m, 4));
+            assert_eq!(even[2 * i + 1], (*p, *m, 16));
+        }
+        let mut odd = run_order(&[4, 16], 1);
+        odd.reverse();
+        assert_eq!(odd, even);
+        assert_eq!(run_order(&[4, 16], 2), even);
     }
 
     fn synthetic(tables: usize, rep: usize, qps: f64) -> PileupRun {

@@ -216,13 +216,15 @@ pub enum Decision {
 ///   that does not pay off comes back to where it began). The limit starts at the CPUs
 ///   and comes here at the first window with threads queued; after long statements it
 ///   comes back from their lane.
-/// * **hand-off bound**: unless the CPUs are surely idle (`u + e` < 0.95), a reading whose CPU
-///   time per hand-off is under 2 × [`HANDOFF_CPU`] spent at least half its CPU handing slots
-///   over (statements shorter than a wake-up: `repro pileup`'s 1 µs queries made 200,000
-///   hand-offs a second at a limit of 5–9). More slots mean fewer hand-offs, and the CPUs
-///   stay busy either way: raise by a quarter (at least 1). The CPU reading cannot tell
-///   hand-off overhead from work, so without this rule the decay below held such a limit
-///   down.
+/// * **hand-off bound**: unless the CPUs are surely idle (`u + e` < 0.95) and the idle rule
+///   may probe, a reading whose CPU time per hand-off is under 2 × [`HANDOFF_CPU`] spent at
+///   least half its CPU handing slots over (statements shorter than a wake-up: `repro
+///   pileup`'s 1 µs queries made 200,000 hand-offs a second at a limit of 5–9). More slots
+///   mean fewer hand-offs, and the CPUs stay busy either way: raise by a quarter (at least
+///   1). The CPU reading cannot tell hand-off overhead from work, so without this rule the
+///   decay below held such a limit down. With the CPUs surely idle the idle rule raises
+///   faster, but while it waits after fruitless raises (the idle CPUs are another
+///   process's) this rule still applies: what the process does get goes to hand-offs.
 /// * **late** (more than an eighth of the grants started over [`LATE_GRANT`] after their
 ///   hand-off) while the CPUs are surely busy (`u − e` ≥ 0.95, or not measured): the CPUs
 ///   are oversubscribed; cut by a quarter.
@@ -748,9 +750,18 @@ impl LimitController {
             _ if !long && limit < floor && !surely_idle => Rule::Set(floor, |r| &mut r.rest),
             (Some(cpu), Some(u)) => {
                 let (lo, hi) = (u - e, u + e);
+                // With the CPUs surely idle the idle rule raises faster, unless it is
+                // waiting after fruitless raises: the CPUs it could not fill are another
+                // process's, but what the process does get still goes to hand-offs, and
+                // more slots still mean fewer of them. Measured on `repro pileup` beside
+                // one CPU-bound process in another session (the process read ~50 % of the
+                // 2 CPUs whatever its limit): the fruitless undo held the limit at 4-5
+                // with 12 of the 16 query sessions queued, 0.35-0.5 × the queries/s at
+                // 4 tables, where the seed's fix (limit 8, slot released) kept 0.9-1.0 ×.
+                let idle_waits = now_ns < self.tally.idle_resume_ns;
                 let handoff_bound = grants > 0
                     && !self.long_kept
-                    && hi >= U_LOW
+                    && (hi >= U_LOW || idle_waits)
                     && cpu / u64::from(grants) < 2 * HANDOFF_CPU.as_nanos() as u64;
                 if handoff_bound {
                     Rule::Set(limit + (limit / 4).max(1), |r| &mut r.handoff)
@@ -1674,8 +1685,10 @@ impl<W: Clone> AutoCore<W> {
     pub fn gauges(&self) -> AutoGauges {
         let q = lock(&self.q);
         AutoGauges {
-            limit: self.slots.limit(),
+            // `inside` first (a struct literal evaluates in the order written): a limit raised
+            // between the two loads cannot show more inside than the limit ever allowed.
             inside: self.slots.inside(),
+            limit: self.slots.limit(),
             extra: q.extra,
             pending: q.pending,
             queued: self.queued.load(Ordering::SeqCst),
@@ -2719,6 +2732,32 @@ mod tests {
         t.0 += 20 * MS;
         t.1 += 20 * MS;
         assert_eq!(c.decide(2, t.0, Some(t.1)), Decision::Raise(3));
+    }
+
+    #[test]
+    fn a_reading_spent_on_hand_offs_raises_even_while_idle_raises_wait_after_fruitless_ones() {
+        // 2,000 hand-offs in a 20 ms window at half of 2 CPUs: 10 µs of CPU each.
+        let handoffs = |c: &mut LimitController| {
+            for _ in 0..2000 {
+                c.observe_grant(0);
+            }
+        };
+        // Not waiting: the CPUs surely idle, the idle rule decides (and may double).
+        let (mut c, mut t) = (LimitController::new(2, 2, 1000), (0, 0));
+        c.decide(2, 0, Some(0));
+        handoffs(&mut c);
+        assert_eq!(window_at(&mut c, &mut t, 2, 0.5), Decision::Raise(3));
+        assert_eq!((c.reasons().idle_cpu, c.reasons().handoff), (1, 0));
+        // Waiting after a fruitless run: a reading without hand-offs holds ...
+        let (mut c, mut t) = (LimitController::new(2, 2, 1000), (0, 0));
+        let limit = undo_a_fixed_share_run(&mut c, &mut t);
+        assert_eq!(window_at(&mut c, &mut t, limit, 0.5), Decision::Hold);
+        // ... and one whose CPU went to hand-offs raises by a quarter (at least 1), the
+        // wait going on for the idle rule.
+        handoffs(&mut c);
+        assert_eq!(window_at(&mut c, &mut t, limit, 0.5), Decision::Raise(3));
+        assert_eq!(c.reasons().handoff, 1);
+        assert_eq!(window_at(&mut c, &mut t, 3, 0.5), Decision::Hold);
     }
 
     #[test]
