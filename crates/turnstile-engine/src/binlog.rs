@@ -7,9 +7,11 @@
 //! delete sbtest1 7
 //! ```
 //!
-//! The header gives the transaction's XID, the body's length in bytes and its CRC-32 (IEEE), so
-//! a record torn by a crash (a short header, a short body, a body whose checksum does not
-//! match) is detected; [`parse`] stops there and reports where the valid prefix ends, and
+//! The header gives the transaction's XID, the body's length in bytes and a CRC-32 (IEEE) of
+//! the header up to the checksum (`xid 42 len 37 `) followed by the body, so a record torn by
+//! a crash (a short header, a short body, a checksum that does not match) is detected, and so
+//! is a damaged XID or length (which would otherwise commit another transaction on recovery).
+//! Records written before 2026-11-27 checksum the body alone; they are still read; [`parse`] stops there and reports where the valid prefix ends, and
 //! recovery truncates the file to it. Body lines are `insert <table> <id> <k>`,
 //! `update <table> <id> <k>` and `delete <table> <id>`: the row ids and the indexed column, not
 //! full row images (the full rows of a transaction being committed are in the table store's
@@ -91,14 +93,9 @@ pub fn encode(out: &mut Vec<u8>, xid: u64, changes: &[BinlogChange]) {
             }
         }
     }
-    out.extend_from_slice(
-        format!(
-            "xid {xid} len {} crc {:08x}\n",
-            body.len(),
-            crc32(body.as_bytes())
-        )
-        .as_bytes(),
-    );
+    let covered = format!("xid {xid} len {} ", body.len());
+    let crc = crc32(&[covered.as_bytes(), body.as_bytes()].concat());
+    out.extend_from_slice(format!("{covered}crc {crc:08x}\n").as_bytes());
     out.extend_from_slice(body.as_bytes());
 }
 
@@ -141,7 +138,10 @@ fn parse_one(data: &[u8]) -> Option<(BinlogRecord, usize)> {
     let len: usize = f[3].parse().ok()?;
     let crc = u32::from_str_radix(f[5], 16).ok()?;
     let body = data.get(nl + 1..(nl + 1).checked_add(len)?)?;
-    if crc32(body) != crc {
+    // The header up to the checksum, then the body; or (records before 2026-11-27) the body
+    // alone. A record written with the first cannot pass as the second but by a 2^-32 chance.
+    let covered = &header.as_bytes()[..header.len() - f[5].len() - "crc ".len()];
+    if crc32(&[covered, body].concat()) != crc && crc32(body) != crc {
         return None;
     }
     let mut changes = Vec::new();
@@ -254,6 +254,25 @@ mod tests {
         let (rs, end) = parse(&buf);
         assert_eq!((rs.len(), end), (1, one));
         assert_eq!(valid_record_after(&buf, end), Some(three));
+    }
+
+    #[test]
+    fn a_damaged_xid_or_length_fails_the_checksum_and_a_body_only_checksum_still_reads() {
+        let mut buf = Vec::new();
+        encode(&mut buf, 42, &sample());
+        assert_eq!(parse(&buf).0.len(), 1);
+        // xid 42 -> 43: the same body, another transaction.
+        let mut bad = buf.clone();
+        bad[5] = b'3';
+        assert!(bad.starts_with(b"xid 43 "));
+        assert_eq!(parse(&bad), (Vec::new(), 0));
+        // A record as written before the header was covered: its body's CRC alone.
+        let nl = buf.iter().position(|&b| b == b'\n').unwrap();
+        let body = &buf[nl + 1..];
+        let mut old = format!("xid 42 len {} crc {:08x}\n", body.len(), crc32(body)).into_bytes();
+        old.extend_from_slice(body);
+        let (rs, end) = parse(&old);
+        assert_eq!((rs.len(), rs[0].xid, end), (1, 42, old.len()));
     }
 
     #[test]
