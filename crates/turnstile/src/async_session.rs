@@ -469,6 +469,7 @@ impl AsyncSession {
                 register(&mut lock(&self.sh.wake).waker, cx.waker());
                 s.registered = true;
                 if self.gate.raise_generation.load(Ordering::Acquire) != s.generation {
+                    s.at.sleep_cut_short();
                     return Poll::Ready(None);
                 }
                 sleep.as_mut().poll(cx).map(|()| None)

@@ -281,7 +281,8 @@ impl GateConfig {
             MAX_ADAPTIVE_SLEEP_DELAY,
         )?;
         check_duration("quantum", self.quantum, MAX_QUANTUM)?;
-        if self.quantum.is_zero() {
+        // Checked in whole microseconds, as the range: 500 ns is 0 µs, below the minimum.
+        if self.quantum.as_micros() == 0 {
             return Err(ConfigError::OutOfRange {
                 field: "quantum",
                 value: 0,

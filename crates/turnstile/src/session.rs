@@ -581,9 +581,13 @@ impl Session {
                 Step::Sleep(d) => {
                     self.sh.bump(Counter::Sleeps);
                     publish(SessionState::Sleeping);
-                    if let Err(abort) = self.sleep(d, deadline, generation) {
-                        gate.driver.abandon(&mut at);
-                        return Err(self.aborted(abort, start));
+                    match self.sleep(d, deadline, generation) {
+                        Ok(true) => at.sleep_cut_short(),
+                        Ok(false) => {}
+                        Err(abort) => {
+                            gate.driver.abandon(&mut at);
+                            return Err(self.aborted(abort, start));
+                        }
                     }
                 }
                 Step::Wait(id) => {
@@ -632,8 +636,8 @@ impl Session {
 
     /// Sleeps `d` (or until the deadline), interruptibly: a cancel ends it with an error, a
     /// raise of the limit since `generation` (read before the policy chose to sleep) ends it
-    /// early so the session re-checks.
-    fn sleep(&self, d: Duration, deadline: Deadline, generation: u64) -> Result<(), Abort> {
+    /// early so the session re-checks (`Ok(true)`: cut short).
+    fn sleep(&self, d: Duration, deadline: Deadline, generation: u64) -> Result<bool, Abort> {
         if self.take_cancel() {
             return Err(Abort::Cancelled);
         }
@@ -644,7 +648,7 @@ impl Session {
         if d.is_zero() {
             // InnoDB's os_thread_sleep(0) gives up the CPU and returns.
             yield_now();
-            return Ok(());
+            return Ok(false);
         }
         // Under loom (no clock: a timed wait never times out) the sleep lasts until a raise or
         // a cancel notifies it, which makes a missed raise a deadlock the model reports.
@@ -655,11 +659,11 @@ impl Session {
                 return Err(Abort::Cancelled);
             }
             if self.gate.raise_generation.load(Ordering::Acquire) != generation {
-                return Ok(());
+                return Ok(true);
             }
             let now = Instant::now();
             if now >= until && !cfg!(loom) {
-                return Ok(());
+                return Ok(false);
             }
             w = self
                 .sh

@@ -449,11 +449,17 @@ fn a_panic_inside_an_auto_call_frees_the_slot_for_the_next_session() {
 
 #[test]
 fn overload_errors_are_refused_by_config_validation_when_out_of_range() {
-    let e = GateConfig::new(Policy::Auto)
-        .quantum(Duration::ZERO)
+    for q in [Duration::ZERO, Duration::from_nanos(500)] {
+        let e = GateConfig::new(Policy::Auto)
+            .quantum(q)
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("quantum"), "{q:?}: {e}");
+    }
+    assert!(GateConfig::new(Policy::Auto)
+        .quantum(Duration::from_micros(1))
         .validate()
-        .unwrap_err();
-    assert!(e.to_string().contains("quantum"), "{e}");
+        .is_ok());
     let e = GateConfig::new(Policy::Auto)
         .quantum(Duration::from_secs(5))
         .validate()

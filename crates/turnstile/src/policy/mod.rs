@@ -432,6 +432,8 @@ pub struct Attempt {
     pub(crate) sleeping: bool,
     /// `polling`: counted in the core's waiter count (InnoDB `notified_mysql`).
     pub(crate) notified: bool,
+    /// The outstanding sleep ended early: the limit was raised ([`Attempt::sleep_cut_short`]).
+    pub(crate) cut_short: bool,
 }
 
 impl Attempt {
@@ -446,6 +448,24 @@ impl Attempt {
     /// Sleeps completed so far in this attempt.
     pub fn sleeps(&self) -> u32 {
         self.sleeps
+    }
+
+    /// The driver ended the outstanding sleep early because the limit was raised: the next
+    /// try re-checks without counting it as a completed sleep (`timer` forces its entry after
+    /// two whole sleeps, `polling` lengthens its shared delay per extra sleep; a raise that
+    /// woke a sleeper which then lost the new slot to another thread must count for neither).
+    pub fn sleep_cut_short(&mut self) {
+        self.cut_short = self.sleeping;
+    }
+
+    /// Ends the outstanding sleep at the next try: whether it counts as completed.
+    pub(crate) fn end_sleep(&mut self) -> bool {
+        self.sleeping = false;
+        let whole = !std::mem::take(&mut self.cut_short);
+        if whole {
+            self.sleeps += 1;
+        }
+        whole
     }
 }
 

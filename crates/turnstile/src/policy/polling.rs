@@ -57,9 +57,7 @@ impl PollingCore {
     /// One poll for a thread without tickets: admitted, or told how long to sleep.
     #[inline]
     pub fn enter(&self, at: &mut Attempt) -> Step {
-        if at.sleeping {
-            at.sleeping = false;
-            at.sleeps += 1;
+        if at.sleeping && at.end_sleep() {
             if self.adaptive() && at.sleeps > 1 {
                 let d = self.delay_us.load(Ordering::Relaxed);
                 self.delay_us.store(d + 1, Ordering::Relaxed);
@@ -231,6 +229,23 @@ mod tests {
         assert!(matches!(c.enter(&mut b), Step::Admitted(_)));
         // 52 - 1 = 51; another waiter (a) still waits, so no halving.
         assert_eq!(c.sleep_delay().as_micros(), 51);
+    }
+
+    #[test]
+    fn a_sleep_cut_short_by_a_raise_neither_counts_nor_lengthens_the_delay() {
+        let c = core(1, 100, 150_000);
+        let _held = admitted(c.enter(&mut Attempt::new(false)));
+        let mut a = Attempt::new(false);
+        assert_eq!(sleep_us(c.enter(&mut a)), 50);
+        for _ in 0..3 {
+            a.sleep_cut_short();
+            assert_eq!(sleep_us(c.enter(&mut a)), 50);
+        }
+        assert_eq!(a.sleeps(), 0);
+        // Whole sleeps count again: the second adds 1 µs.
+        assert_eq!(sleep_us(c.enter(&mut a)), 50);
+        assert_eq!(sleep_us(c.enter(&mut a)), 51);
+        assert_eq!(a.sleeps(), 2);
     }
 
     #[test]

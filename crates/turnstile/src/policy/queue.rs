@@ -85,8 +85,7 @@ impl<W: Clone> QueueCore<W> {
     /// thread must wait.
     pub fn enter(&mut self, at: &mut Attempt, waiter: &W) -> Step {
         if at.sleeping {
-            at.sleeping = false;
-            at.sleeps += 1;
+            at.end_sleep();
             dec(&mut self.sleeping, "queue: sleepers");
         }
         if self.limit == 0 {

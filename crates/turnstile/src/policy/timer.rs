@@ -49,8 +49,8 @@ impl TimerCore {
     #[inline]
     pub fn enter(&self, at: &mut Attempt) -> Step {
         if at.sleeping {
-            self.woke(at);
-            at.sleeps += 1;
+            self.sleeping.fetch_sub(1, Ordering::Relaxed);
+            at.end_sleep();
         }
         if let Some(by) = self.slots.try_take() {
             return Step::Admitted(Admission::new(by, HoldKind::Slot, self.tickets));
@@ -140,6 +140,34 @@ mod tests {
         };
         assert_eq!((a.by, a.tickets), (AdmittedBy::Forced, 500));
         assert_eq!(c.inside(), 2, "a forced entry overshoots the limit");
+    }
+
+    #[test]
+    fn a_sleep_cut_short_by_a_raise_does_not_count_towards_the_forced_entry() {
+        let c = TimerCore::new(1, 500);
+        assert!(matches!(
+            c.enter(&mut Attempt::new(false)),
+            Step::Admitted(_)
+        ));
+        let mut at = Attempt::new(false);
+        assert_eq!(c.enter(&mut at), Step::Yield);
+        // Two sleeps woken early by raises whose slot another thread took.
+        for _ in 0..2 {
+            assert_eq!(c.enter(&mut at), Step::Sleep(TIMER_SLEEP));
+            at.sleep_cut_short();
+        }
+        assert_eq!(c.enter(&mut at), Step::Sleep(TIMER_SLEEP));
+        assert_eq!((at.sleeps(), c.sleeping()), (0, 1));
+        // Two whole sleeps, then the forced entry.
+        assert_eq!(c.enter(&mut at), Step::Sleep(TIMER_SLEEP));
+        assert!(matches!(
+            c.enter(&mut at),
+            Step::Admitted(Admission {
+                by: AdmittedBy::Forced,
+                ..
+            })
+        ));
+        assert_eq!((at.sleeps(), c.sleeping()), (2, 0));
     }
 
     #[test]
