@@ -21,5 +21,6 @@ pub mod machine;
 pub mod mutex;
 pub mod repro;
 pub mod rusage;
+pub(crate) mod start;
 pub mod stats;
 pub mod work;

@@ -13,7 +13,7 @@
 //! that the policies are compared on one server); [`RowSend::Keep`] is 5.5 and later.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use turnstile_engine::{Connection, Engine};
 
 use super::{join_all, stopped, Common, Progress, ReproError};
 use crate::rusage::Usage;
+use crate::start::StartLine;
 use crate::stats::{jain, median, quantile_sorted, starved};
 
 /// The table.
@@ -737,13 +738,13 @@ fn point(
     let gate = s.gate()?;
     let _watched = crate::live::watch(format!("oltp/{}/{threads} threads", s.name), &gate);
     let stop = Arc::new(AtomicBool::new(false));
-    let start = Arc::new(Barrier::new(threads + 1));
+    let start = Arc::new(StartLine::new(threads));
     let done: Arc<Vec<Count>> = Arc::new((0..threads).map(|_| Count::default()).collect());
     let (rows, range, row_send) = (cfg.rows, cfg.range, s.row_send);
     // Each client keeps the response time of its k-th transaction at index k − 1 of its own
     // vector (no sharing while it runs) and publishes k in `done[i]` after pushing it, so the
     // window's transactions of client i are its entries n0[i]..n1[i] (8 bytes a transaction).
-    let hs: Vec<_> = (0..threads)
+    let hs: Result<Vec<_>, std::io::Error> = (0..threads)
         .map(|i| {
             let (engine, gate, stop, start, done) = (
                 engine.clone(),
@@ -752,14 +753,15 @@ fn point(
                 start.clone(),
                 done.clone(),
             );
-            thread::Builder::new()
-                .stack_size(512 * 1024)
-                .spawn(move || -> Result<Vec<u64>, ReproError> {
+            thread::Builder::new().stack_size(512 * 1024).spawn(
+                move || -> Result<Vec<u64>, ReproError> {
                     let mut c = Connection::new(engine, &gate, format!("client-{i}"));
                     c.set_row_send(row_send);
                     let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (i as u64 + 1);
                     let mut lat = Vec::new();
-                    start.wait();
+                    if !start.ready() {
+                        return Ok(lat);
+                    }
                     while !stop.load(Ordering::Relaxed) && !stopped() {
                         let t = Instant::now();
                         transaction(&mut c, rows, range, &mut rng)?;
@@ -767,11 +769,21 @@ fn point(
                         done[i].0.store(lat.len() as u64, Ordering::Release);
                     }
                     Ok(lat)
-                })
-                .expect("spawn a client thread")
+                },
+            )
         })
         .collect();
-    start.wait();
+    let hs = match hs {
+        Ok(hs) => hs,
+        Err(e) => {
+            // The clients started so far see the call-off and end.
+            start.call_off();
+            return Err(ReproError::BadInput(format!(
+                "cannot start {threads} client threads: {e} (the OS limit on threads or memory: `ulimit -u`, `ulimit -v`)"
+            )));
+        }
+    };
+    start.start();
     let read = || -> Vec<u64> { done.iter().map(|d| d.0.load(Ordering::Acquire)).collect() };
     let (t0, u0) = (Instant::now(), Usage::now());
     let n0 = read();
