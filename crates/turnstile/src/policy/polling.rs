@@ -57,11 +57,10 @@ impl PollingCore {
     /// One poll for a thread without tickets: admitted, or told how long to sleep.
     #[inline]
     pub fn enter(&self, at: &mut Attempt) -> Step {
-        if at.sleeping && at.end_sleep() {
-            if self.adaptive() && at.sleeps > 1 {
-                let d = self.delay_us.load(Ordering::Relaxed);
-                self.delay_us.store(d + 1, Ordering::Relaxed);
-            }
+        // A whole sleep (not cut short by a raise) past the first lengthens the delay.
+        if at.sleeping && at.end_sleep() && self.adaptive() && at.sleeps > 1 {
+            let d = self.delay_us.load(Ordering::Relaxed);
+            self.delay_us.store(d + 1, Ordering::Relaxed);
         }
         if let Some(by) = self.slots.try_take() {
             self.stop_waiting(at);
