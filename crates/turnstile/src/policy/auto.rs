@@ -224,7 +224,9 @@ pub enum Decision {
 ///   1). The CPU reading cannot tell hand-off overhead from work, so without this rule the
 ///   decay below held such a limit down. With the CPUs surely idle the idle rule raises
 ///   faster, but while it waits after fruitless raises (the idle CPUs are another
-///   process's) this rule still applies: what the process does get goes to hand-offs.
+///   process's) this rule still applies, what the process does get going to hand-offs, up
+///   to [`FRUITLESS_AFTER`] × the limit the fruitless run began at (as far as an idle probe
+///   goes before it is judged; nothing else bounds a raise while the CPUs read idle).
 /// * **late** (more than an eighth of the grants started over [`LATE_GRANT`] after their
 ///   hand-off) while the CPUs are surely busy (`u − e` ≥ 0.95, or not measured): the CPUs
 ///   are oversubscribed; cut by a quarter.
@@ -333,6 +335,8 @@ struct Tally {
     idle_resume_ns: u64,
     /// How long the next wait after fruitless raises lasts (0: [`FRUITLESS_BACKOFF`]).
     backoff_ns: u64,
+    /// Where the last fruitless run began (`L0`), the limit it went back to.
+    wait_from: u32,
 }
 
 /// A run of idle raises: the limit and the CPU use where it began, and where it has taken the
@@ -666,6 +670,7 @@ impl LimitController {
                         t.backoff_ns
                     };
                     t.idle_resume_ns = now_ns.saturating_add(backoff);
+                    t.wait_from = from;
                     t.backoff_ns = (backoff * 2).min(FRUITLESS_BACKOFF_MAX.as_nanos() as u64);
                     return Rule::Set(from, |r| &mut r.fruitless);
                 }
@@ -758,13 +763,26 @@ impl LimitController {
                 // 2 CPUs whatever its limit): the fruitless undo held the limit at 4-5
                 // with 12 of the 16 query sessions queued, 0.35-0.5 × the queries/s at
                 // 4 tables, where the seed's fix (limit 8, slot released) kept 0.9-1.0 ×.
-                let idle_waits = now_ns < self.tally.idle_resume_ns;
+                // While it waits, no further than an idle probe goes before it is judged
+                // (`FRUITLESS_AFTER` × where the fruitless run began): nothing else would
+                // bound it while the CPUs read idle, and with a thousand clients of short
+                // statements it would otherwise raise until nobody queued (measured in the
+                // model: from 2 to the maximum, 1000, in 45 windows).
+                let handoff_cap = if hi >= U_LOW {
+                    u32::MAX
+                } else if now_ns < self.tally.idle_resume_ns {
+                    self.tally.wait_from.saturating_mul(FRUITLESS_AFTER)
+                } else {
+                    0
+                };
                 let handoff_bound = grants > 0
                     && !self.long_kept
-                    && (hi >= U_LOW || idle_waits)
+                    && limit < handoff_cap
                     && cpu / u64::from(grants) < 2 * HANDOFF_CPU.as_nanos() as u64;
                 if handoff_bound {
-                    Rule::Set(limit + (limit / 4).max(1), |r| &mut r.handoff)
+                    Rule::Set((limit + (limit / 4).max(1)).min(handoff_cap), |r| {
+                        &mut r.handoff
+                    })
                 } else if late_signal && lo >= U_LOW {
                     // Late grants mean oversubscribed CPUs only while the CPUs are busy: with
                     // idle CPUs in the reading they were bursts (measured: cutting on them
@@ -2758,6 +2776,16 @@ mod tests {
         assert_eq!(window_at(&mut c, &mut t, limit, 0.5), Decision::Raise(3));
         assert_eq!(c.reasons().handoff, 1);
         assert_eq!(window_at(&mut c, &mut t, 3, 0.5), Decision::Hold);
+        // However long it goes on, no further than FRUITLESS_AFTER × where the fruitless run
+        // began (2): a thousand clients' hand-offs would otherwise raise it to the maximum.
+        let mut limit = 3;
+        for _ in 0..40 {
+            handoffs(&mut c);
+            if let Decision::Raise(n) = window_at(&mut c, &mut t, limit, 0.5) {
+                limit = n;
+            }
+        }
+        assert_eq!(limit, 2 * FRUITLESS_AFTER);
     }
 
     #[test]
