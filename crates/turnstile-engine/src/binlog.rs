@@ -124,8 +124,19 @@ pub fn valid_record_after(data: &[u8], from: usize) -> Option<usize> {
     const HEADER: &[u8] = b"xid ";
     (from + 1..data.len().saturating_sub(HEADER.len() - 1))
         .filter(|&at| data[at..].starts_with(HEADER))
+        // A header is at most MAX_HEADER bytes: a candidate without its newline within them
+        // is not one, and is not scanned to the end of the data (that made a corrupt file
+        // without newlines quadratic to open).
+        .filter(|&at| {
+            let end = data.len().min(at + MAX_HEADER);
+            data[at..end].contains(&b'\n')
+        })
         .find(|&at| parse_one(&data[at..]).is_some())
 }
+
+/// The longest header `encode` writes: `xid ` and `len ` with 20 digits each (`u64::MAX`),
+/// `crc ` with 8 hex digits, three spaces and the newline.
+const MAX_HEADER: usize = 4 + 20 + 1 + 4 + 20 + 1 + 4 + 8 + 1;
 
 fn parse_one(data: &[u8]) -> Option<(BinlogRecord, usize)> {
     let nl = data.iter().position(|&b| b == b'\n')?;
@@ -273,6 +284,22 @@ mod tests {
         old.extend_from_slice(body);
         let (rs, end) = parse(&old);
         assert_eq!((rs.len(), rs[0].xid, end), (1, 42, old.len()));
+    }
+
+    #[test]
+    fn the_longest_header_fits_and_a_corrupt_tail_without_newlines_is_scanned_in_linear_time() {
+        let mut buf = Vec::new();
+        encode(&mut buf, u64::MAX, &[]);
+        assert_eq!(
+            buf.len(),
+            "xid 18446744073709551615 len 0 crc 00000000\n".len()
+        );
+        assert!(buf.len() <= MAX_HEADER);
+        assert_eq!(parse(&buf).0.len(), 1);
+        // 2 MB of header-like bytes without a newline: each candidate looks MAX_HEADER
+        // bytes ahead at most. (Not timed: quadratic, this took minutes.)
+        let junk = b"xid 1 len 5 crc 0 ".repeat(110_000);
+        assert_eq!(valid_record_after(&junk, 0), None);
     }
 
     #[test]

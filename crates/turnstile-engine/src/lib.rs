@@ -527,6 +527,13 @@ pub struct Engine {
     /// recovery, so nothing more is committed until the engine is reopened.
     stopped: AtomicBool,
     failpoint: Mutex<Failpoint>,
+    /// Held across each binlog fsync and, if it fails, the stop: an fsync error is reported
+    /// once per open file (and `sync_file` shares the commit path's), so an fsync that ran
+    /// beside a failing one could return success over the lost pages before the failure
+    /// stopped the engine. Serialised, the later one finds the engine stopped. (Only mixed
+    /// commit modes ever overlap two fsyncs: serial commits hold the commit mutex, and group
+    /// commit has one leader at a time.)
+    sync_lock: Mutex<()>,
     recovery: Recovery,
     /// Counters.
     pub stats: EngineStats,
@@ -709,6 +716,7 @@ impl Engine {
             next_conn: AtomicU64::new(1),
             stopped: AtomicBool::new(false),
             failpoint: Mutex::new(Failpoint::Off),
+            sync_lock: Mutex::new(()),
             recovery,
             stats: EngineStats::default(),
         }))
@@ -894,6 +902,7 @@ impl Engine {
                 "a table needs at least one row".into(),
             ));
         }
+        self.check_running()?;
         if self.loaded_rows(name)? == Some(rows as u64) {
             if !self.table_exists(name)? {
                 // Loaded before tables were registered.
@@ -961,6 +970,9 @@ impl Engine {
     /// back to its loaded size after a run that inserted into it. Outside transactions and the
     /// binlog (a benchmark's reset, not a statement).
     pub fn truncate_above(&self, name: &str, rows: u32) -> Result<u64> {
+        // Rewriting a table under an in-doubt transaction would leave recovery to apply it
+        // over other rows.
+        self.check_running()?;
         let extra: Vec<(u32, u32)> = {
             let r = self.db.begin_read()?;
             let t = open_rows(&r, name)?;
@@ -1121,8 +1133,12 @@ impl Engine {
     /// Step 2b: fsyncs the binlog (plus the emulated delay).
     fn binlog_sync(&self, file: &File, path: &Path) -> Result<()> {
         let start = Instant::now();
-        if let Err(e) = file.sync_data() {
-            return Err(self.stop(&format!("cannot fsync {}", path.display()), e));
+        {
+            let _one_at_a_time = self.sync_lock.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = file.sync_data() {
+                return Err(self.stop(&format!("cannot fsync {}", path.display()), e));
+            }
+            self.check_synced()?;
         }
         if !self.fsync_delay.is_zero() {
             std::thread::sleep(self.fsync_delay);
@@ -2003,9 +2019,10 @@ impl Connection {
     pub fn insert(&mut self, table: &str, row: &Row, mode: CommitMode) -> Result<()> {
         let own = std::mem::replace(&mut self.commit_mode, mode);
         let was = std::mem::take(&mut self.txn.explicit);
-        // Its commit releases every row lock of the connection's transaction: refused while
-        // an open one holds any (a write that changed nothing still locked its row).
-        let r = if was && (self.txn.has_changes() || !self.txn.locks.is_empty()) {
+        // Refused inside an open transaction: its commit would release every row lock of the
+        // transaction (a write that changed nothing still locked its row), and its failure
+        // would roll the transaction back behind the caller's back.
+        let r = if was {
             Err(EngineError::BadInput(
                 "Connection::insert is an autocommit insert: commit or roll back the open transaction first".into(),
             ))
@@ -3008,7 +3025,12 @@ mod tests {
         // Reopened: recovered, DDL works again; stopping it again refuses DDL.
         assert_eq!(e.recovery().committed, 1);
         let _ = e.stop("a commit", "failed");
-        for r in [e.drop_table("t").map(|_| ()), e.create_table("u")] {
+        for r in [
+            e.drop_table("t").map(|_| ()),
+            e.create_table("u"),
+            e.ensure_table("t", 20, &mut |_, _| {}).map(|_| ()),
+            e.truncate_above("t", 5).map(|_| ()),
+        ] {
             assert!(
                 matches!(&r, Err(EngineError::Storage(m)) if m.contains("reopen")),
                 "{r:?}"
@@ -3020,7 +3042,7 @@ mod tests {
     }
 
     #[test]
-    fn an_autocommit_insert_is_refused_while_an_open_transaction_holds_row_locks() {
+    fn an_autocommit_insert_is_refused_inside_an_open_transaction() {
         let (e, dir) = temp_engine("insert-locks");
         e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
         let g = gate(500);
@@ -3041,6 +3063,17 @@ mod tests {
         ));
         drop(other);
         c.rollback();
+        // An open transaction with nothing locked yet: refused too (a failing insert would
+        // roll it back behind the caller's back).
+        c.begin_transaction().unwrap();
+        assert!(matches!(
+            c.insert("t", &row(11, 1), CommitMode::HoldSlot),
+            Err(EngineError::BadInput(_))
+        ));
+        c.rollback();
+        // Outside a transaction it is an autocommit insert.
+        c.insert("t", &row(11, 1), CommitMode::HoldSlot).unwrap();
+        assert!(e.contains("t", 11).unwrap());
         drop(c);
         drop(e);
         std::fs::remove_dir_all(dir).unwrap();
