@@ -273,6 +273,7 @@ pub(crate) fn lend() {
             return;
         }
         sh.bump_shared(Counter::StepOuts);
+        sh.lent_since.store(sh.since_ns(), Ordering::Relaxed);
         sh.set_state_now(SessionState::SteppedOut(StepOutReason::LockWait));
         gate.driver.lend();
     });
@@ -317,7 +318,8 @@ pub(crate) fn reclaim() {
             gate.registry.stepped_out.fetch_sub(1, Ordering::Relaxed);
             // The session's own hold stands for the slot just counted.
             drop(hold);
-            sh.set_state(SessionState::InCall);
+            // In its call since its admission, not since the loan.
+            sh.set_state_since(SessionState::InCall, sh.lent_since.load(Ordering::Relaxed));
         } else {
             gate.driver.exit(hold);
         }

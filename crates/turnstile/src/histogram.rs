@@ -177,18 +177,27 @@ impl HistogramSnapshot {
     }
 
     /// The values recorded after `earlier` was taken from the same histogram. The maximum
-    /// cannot be split by time: it stays the maximum of the whole history (an upper bound).
+    /// cannot be split by time exactly: it is the upper end of the highest bucket the window
+    /// recorded into (within the buckets' 1/16 precision), or the history's maximum if that
+    /// is lower; a window with nothing recorded has maximum 0. (The history's maximum itself
+    /// would put a value from before the window, a start-up burst say, into the window's
+    /// maximum and top quantiles.)
     pub fn since(&self, earlier: &HistogramSnapshot) -> HistogramSnapshot {
+        let buckets: Vec<u64> = self
+            .buckets
+            .iter()
+            .zip(&earlier.buckets)
+            .map(|(a, b)| a.saturating_sub(*b))
+            .collect();
+        let max = buckets
+            .iter()
+            .rposition(|&n| n > 0)
+            .map_or(0, |i| bucket_range(i).1.min(self.max));
         HistogramSnapshot {
-            buckets: self
-                .buckets
-                .iter()
-                .zip(&earlier.buckets)
-                .map(|(a, b)| a.saturating_sub(*b))
-                .collect(),
+            buckets,
             count: self.count.saturating_sub(earlier.count),
             sum: self.sum.wrapping_sub(earlier.sum),
-            max: self.max,
+            max,
         }
     }
 
@@ -272,6 +281,30 @@ impl HistogramSnapshot {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_reports_its_own_maximum_not_the_historys() {
+        let h = Histogram::new();
+        h.record(1_000_000_000);
+        let before = h.snapshot();
+        for _ in 0..5 {
+            h.record(10);
+        }
+        let w = h.snapshot().since(&before);
+        assert_eq!(w.count(), 5);
+        assert_eq!((w.max(), w.quantile(0.99), w.quantile(1.0)), (10, 10, 10));
+        // Within bucket precision when the value is not exact, never below it.
+        h.record(1_000);
+        let w = h.snapshot().since(&before);
+        assert!(
+            (1_000..1_000 + 1_000 / 16).contains(&w.max()),
+            "{}",
+            w.max()
+        );
+        // Nothing recorded in the window.
+        let now = h.snapshot();
+        assert_eq!(h.snapshot().since(&now).max(), 0);
+    }
 
     #[test]
     fn buckets_tile_the_u64_range_without_gaps() {

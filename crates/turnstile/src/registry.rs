@@ -47,6 +47,9 @@ pub(crate) struct SessionShared {
     /// An async session's: its waits do not wake on a timer, so it never keeps `auto`'s
     /// stall watch. Set once, before its first wait.
     pub(crate) is_async: AtomicBool,
+    /// `gate_hook`'s loan: when the session's inside state began, restored by the reclaim
+    /// (the loan's step-out state has its own timestamp).
+    pub(crate) lent_since: AtomicU64,
 }
 
 #[derive(Default)]
@@ -76,6 +79,7 @@ impl SessionShared {
             cv: Condvar::new(),
             cancel: AtomicBool::new(false),
             is_async: AtomicBool::new(false),
+            lent_since: AtomicU64::new(0),
         }
     }
 

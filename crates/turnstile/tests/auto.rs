@@ -509,6 +509,45 @@ fn a_thread_blocked_on_a_turnstile_mutex_lends_its_slot_and_takes_it_back_after(
 }
 
 #[test]
+fn after_a_lock_wait_the_call_shows_in_its_call_since_its_admission_not_since_the_loan() {
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let m = std::sync::Arc::new(turnstile::Mutex::new(0u32));
+    let guard_holder = hold_mutex(&m);
+    let (g2, m2) = (g.clone(), m.clone());
+    let (back_tx, back_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let blocked = thread::spawn(move || {
+        let mut s = g2.named_session("blocked");
+        let mut st = s.begin();
+        let call = st.enter().unwrap();
+        // Inside for at least 40 ms (the coarse clock ticks every 1-4 ms) before the wait.
+        thread::sleep(Duration::from_millis(40));
+        *m2.lock() += 1; // parks: the slot is lent, then reclaimed
+        back_tx.send(()).unwrap();
+        let _ = done_rx.recv();
+        drop(call);
+    });
+    wait_for(&g, "the holder stepped out for the lock wait", |s| {
+        s.sessions
+            .iter()
+            .any(|x| x.state == SessionState::SteppedOut(StepOutReason::LockWait))
+    });
+    guard_holder.1.send(()).unwrap();
+    guard_holder.0.join().unwrap();
+    back_rx.recv().unwrap();
+    let snap = g.snapshot();
+    let x = &snap.sessions[0];
+    assert_eq!(x.state, SessionState::InCall);
+    let since = x.in_state.unwrap();
+    assert!(
+        since >= Duration::from_millis(30),
+        "since its admission: {since:?}"
+    );
+    done_tx.send(()).unwrap();
+    blocked.join().unwrap();
+}
+
+#[test]
 fn a_condvar_wait_inside_an_auto_gate_frees_the_slot_for_its_length() {
     let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
     let pair = std::sync::Arc::new((turnstile::Mutex::new(false), turnstile::Condvar::new()));

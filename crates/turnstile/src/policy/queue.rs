@@ -106,9 +106,11 @@ impl<W: Clone> QueueCore<W> {
                 return Step::Sleep(self.sleep_delay);
             }
         }
-        // `inside + lifo_running < 2 × limit` follows from the seed's rule while the limit
-        // stands (`fifo_pending` ≤ `inside` ≤ `limit`); after a lower limit, the pending
-        // hand-offs of the old one would otherwise let as many newcomers in.
+        // The seed's rule, bounded by `inside + lifo_running < 2 × limit`. The bound follows
+        // from the rule while the limit stands and no unchecked re-entry (after a row-lock
+        // wait) has pushed `inside` past the limit (`fifo_pending` ≤ `inside` ≤ `limit`);
+        // after a lower limit, the old limit's pending hand-offs would otherwise let as many
+        // newcomers in, and past the limit by re-entries, the newcomer queues instead.
         if self.lifo
             && self.lifo_running < self.fifo_pending
             && self.inside + self.lifo_running < self.limit.saturating_mul(2)
