@@ -1500,6 +1500,15 @@ mod tests {
     }
 
     #[test]
+    fn timing_wake_calls_leaves_the_calling_thread_on_every_cpu_it_had() {
+        let before = allowed_cpus().unwrap();
+        let cpu = before[0];
+        let other = *before.last().unwrap();
+        timed_wakes(cpu, other, 3).unwrap();
+        assert_eq!(allowed_cpus().unwrap(), before);
+    }
+
+    #[test]
     fn cpu_times_read_from_proc() {
         let t = CpuTimes::now().expect("/proc/stat and /proc/self/stat parse");
         assert!(t.total >= t.busy + t.steal);
@@ -1912,37 +1921,58 @@ fn timed_wakes(
                 ack.store(i + 1, Ordering::Release);
             }
         });
-        let pinned = pin_to(waker_cpu);
-        failed.fetch_or(pinned.is_err(), Ordering::Relaxed);
-        ready.wait();
-        if failed.load(Ordering::Relaxed) {
+        // The waker runs on a thread of its own too: pinning the caller would leave it (and
+        // everything `calibrate` measures after this) on one CPU.
+        let waker = s.spawn(|| waker_side(waker_cpu, n, samples, &word, &ack, &failed, &ready));
+        let r = waker
+            .join()
+            .map_err(|_| "the wake-call waker panicked".to_string())?;
+        if r.is_err() {
             // Release the waiter so the scope can end.
             word.store(u32::MAX, Ordering::Release);
             futex_wake(&word);
-            let _ = waiter.join();
-            return Err("could not pin the wake-call threads".to_string());
-        }
-        let mut costs = Vec::with_capacity(samples);
-        let mut missed = 0;
-        for i in 0..n {
-            thread::sleep(Duration::from_micros(200));
-            word.store(i + 1, Ordering::Release);
-            let t = Instant::now();
-            let woke = futex_wake(&word) == 1;
-            let ns = t.elapsed().as_nanos() as f64;
-            if woke {
-                costs.push(ns);
-            } else {
-                missed += 1;
-            }
-            while ack.load(Ordering::Acquire) != i + 1 {
-                thread::yield_now();
-            }
         }
         waiter.join().map_err(|_| "the wake-call waiter panicked")?;
-        if costs.is_empty() {
-            return Err("no wake call found the waiter asleep".into());
-        }
-        Ok((costs, missed))
+        r
     })
+}
+
+/// `timed_wakes`' waker: pinned to `waker_cpu`, it wakes the waiter `n` times and times each
+/// wake call.
+fn waker_side(
+    waker_cpu: usize,
+    n: u32,
+    samples: usize,
+    word: &AtomicU32,
+    ack: &AtomicU32,
+    failed: &AtomicBool,
+    ready: &Barrier,
+) -> Result<(Vec<f64>, usize), String> {
+    let pinned = pin_to(waker_cpu);
+    failed.fetch_or(pinned.is_err(), Ordering::Relaxed);
+    ready.wait();
+    if failed.load(Ordering::Relaxed) {
+        return Err("could not pin the wake-call threads".to_string());
+    }
+    let mut costs = Vec::with_capacity(samples);
+    let mut missed = 0;
+    for i in 0..n {
+        thread::sleep(Duration::from_micros(200));
+        word.store(i + 1, Ordering::Release);
+        let t = Instant::now();
+        let woke = futex_wake(word) == 1;
+        let ns = t.elapsed().as_nanos() as f64;
+        if woke {
+            costs.push(ns);
+        } else {
+            missed += 1;
+        }
+        while ack.load(Ordering::Acquire) != i + 1 {
+            thread::yield_now();
+        }
+    }
+    if costs.is_empty() {
+        return Err("no wake call found the waiter asleep".into());
+    }
+    Ok((costs, missed))
 }

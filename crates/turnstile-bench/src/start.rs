@@ -38,7 +38,10 @@ impl StartLine {
     pub(crate) fn ready(&self) -> bool {
         let mut s = self.lock();
         s.arrived += 1;
-        self.cv.notify_all();
+        if s.arrived == s.expected {
+            // Only the coordinator waits for this (the workers wait for the outcome).
+            self.cv.notify_all();
+        }
         loop {
             if let Some(go) = s.outcome {
                 return go;

@@ -1279,6 +1279,48 @@ fn serve_answers_a_client_and_stops_on_ctrl_c() {
 }
 
 #[test]
+fn ctrl_c_during_an_oltp_window_exits_130_without_a_report() {
+    use std::io::BufRead;
+    let dir = temp("oltp-ctrl-c");
+    let data = dir.join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_turnstile"))
+        .args(["repro", "oltp", "--rows", "2000", "--range", "100"])
+        .args([
+            "--policies",
+            "unlimited",
+            "--threads",
+            "2",
+            "--seconds",
+            "3",
+            "--json",
+        ])
+        .args(["--data-dir", data.to_str().unwrap()])
+        .args(["--out", dir.join("out").to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run turnstile repro oltp");
+    // The progress line of the only point: its warm-up and window follow.
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("2 threads") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "no progress line");
+    }
+    // Past the warm-up (0.75 s), inside the 3 s window.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert!(out.stdout.is_empty(), "no report of a cut window");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn serve_bad_input_exits_2_with_a_clear_message() {
     for (bad, expect) in [
         (
