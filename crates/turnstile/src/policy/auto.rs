@@ -335,7 +335,8 @@ struct Tally {
     idle_resume_ns: u64,
     /// How long the next wait after fruitless raises lasts (0: [`FRUITLESS_BACKOFF`]).
     backoff_ns: u64,
-    /// Where the last fruitless run began (`L0`), the limit it went back to.
+    /// Where the first fruitless run since the CPUs were last in use began (`L0`; 0: none):
+    /// the hand-off rule's cap while idle raises wait is [`FRUITLESS_AFTER`] × it.
     wait_from: u32,
 }
 
@@ -670,7 +671,13 @@ impl LimitController {
                         t.backoff_ns
                     };
                     t.idle_resume_ns = now_ns.saturating_add(backoff);
-                    t.wait_from = from;
+                    // The first fruitless run's start, until the CPUs are in use again: a
+                    // later run begins where the hand-off raises left the limit, and taking
+                    // its start would let the cap double with every probe.
+                    t.wait_from = match t.wait_from {
+                        0 => from,
+                        w => w.min(from),
+                    };
                     t.backoff_ns = (backoff * 2).min(FRUITLESS_BACKOFF_MAX.as_nanos() as u64);
                     return Rule::Set(from, |r| &mut r.fruitless);
                 }
@@ -862,6 +869,7 @@ impl LimitController {
                 // raises may probe at once, and the next fruitless ones wait the shortest time.
                 tally.idle_resume_ns = 0;
                 tally.backoff_ns = 0;
+                tally.wait_from = 0;
             }
         }
         self.restart(now_ns, cpu_ns);
@@ -2786,6 +2794,28 @@ mod tests {
             }
         }
         assert_eq!(limit, 2 * FRUITLESS_AFTER);
+        // The wait ends and the idle rule probes again from there, in vain: back to 4, and
+        // the cap stays where the first fruitless run put it (it does not double per probe).
+        let mut undone_to = Vec::new();
+        for _ in 0..400 {
+            handoffs(&mut c);
+            match window_at(&mut c, &mut t, limit, 0.5) {
+                Decision::Raise(n) => limit = n,
+                Decision::Cut(n) => {
+                    limit = n;
+                    undone_to.push(n);
+                }
+                Decision::Hold => {}
+            }
+        }
+        // Each later probe (idle raises past the cap, judged) went back to at most the cap,
+        // and the hand-off raises in its wait did not pass it.
+        assert!(!undone_to.is_empty(), "{:?}", c.reasons());
+        assert!(
+            undone_to.iter().all(|&n| n <= 2 * FRUITLESS_AFTER),
+            "{undone_to:?}"
+        );
+        assert!(c.reasons().fruitless >= 2, "{:?}", c.reasons());
     }
 
     #[test]
