@@ -134,7 +134,7 @@ pub struct OltpArgs {
     #[arg(long, default_value = "builtin", value_parser = ["builtin", "sysbench"])]
     client: String,
     /// Repeat the whole sweep this many times (1–100): each point reports the repetition with
-    /// the median TPS, the table shows the lowest and highest beside it, and the JSON every
+    /// the median TPS (with an even count, the lower of the two middle ones), the table shows the lowest and highest beside it, and the JSON every
     /// repetition's TPS (`tps_reps`). One 2 s point moves by ±5–10 % on a shared machine. Every
     /// sweep runs all settings at one thread count before the next, so the settings compared at
     /// a thread count ran seconds apart.
