@@ -128,7 +128,8 @@ pub struct GateConfig {
     /// Tickets granted at admission (`innodb_concurrency_tickets`); each later enter spends one.
     pub tickets: u32,
     /// Sleep before joining the queue (`classic`, `flifo`) or between polls (`polling`, the
-    /// starting value of the adaptive delay). `Duration::ZERO` disables the sleep.
+    /// starting value of the adaptive delay). `Duration::ZERO` disables the sleep. `polling`
+    /// counts it in whole microseconds, InnoDB's unit: under 1 µs it polls without sleeping.
     pub sleep_delay: Duration,
     /// Upper bound of `polling`'s adaptive sleep delay (`innodb_adaptive_max_sleep_delay`);
     /// `Duration::ZERO` turns adaptation off.

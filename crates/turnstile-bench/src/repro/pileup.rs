@@ -497,14 +497,15 @@ pub fn markdown(r: &PileupReport) -> String {
 }
 
 /// `x`'s queries/s ÷ those of the run at the first table count with the same mode, in the same
-/// repetition (NaN if there is none).
+/// repetition (NaN if there is none, or if that run answered no query).
 fn ratio_to_first(r: &PileupReport, x: &PileupRun) -> f64 {
     r.runs
         .iter()
         .find(|b| {
             b.mode == x.mode && b.rep == x.rep && Some(b.tables) == r.config.tables.first().copied()
         })
-        .map_or(f64::NAN, |b| x.queries_per_s / b.queries_per_s.max(1e-9))
+        .filter(|b| b.queries_per_s > 0.0)
+        .map_or(f64::NAN, |b| x.queries_per_s / b.queries_per_s)
 }
 
 /// With repetitions: per table count and mode, the median and range of queries/s and of the
