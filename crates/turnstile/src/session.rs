@@ -828,8 +828,8 @@ pub(crate) fn give_back(gate: &GateInner, sh: &SessionShared, hold: Hold) {
     }
 }
 
-/// Ends a step-out's bookkeeping: the session is shown outside again (or declared inside, if
-/// `auto` kept its slot across the step-out).
+/// Ends a step-out's bookkeeping: the session is shown as `after` (outside, or, if `auto` kept
+/// its slot across the step-out, in its call or declared inside since `kept_since`).
 fn finish_step_out(gate: &GateInner, sh: &SessionShared, after: SessionState, kept_since: u64) {
     if after != SessionState::Outside && kept_since != 0 {
         // The slot was kept: the inside state goes on from the admission.
