@@ -2340,6 +2340,15 @@ mod tests {
         }
     }
 
+    /// What `Engine::recovery` reports after an open.
+    fn recovered(committed: u64, rolled_back: u64, truncated_bytes: u64) -> Recovery {
+        Recovery {
+            committed,
+            rolled_back,
+            truncated_bytes,
+        }
+    }
+
     fn row(id: u32, k: u32) -> Row {
         let mut r = Row::generate(id, 1000);
         r.k = k;
@@ -2743,15 +2752,7 @@ mod tests {
             let k1 = open_at(&dir, 0).get_direct("t", 1).unwrap().unwrap().k;
             assert!(crash_at(&dir, Failpoint::CrashAfterPrepare, 11, mode).is_err());
             let e = open_at(&dir, 0);
-            assert_eq!(
-                e.recovery(),
-                &Recovery {
-                    committed: 0,
-                    rolled_back: 1,
-                    truncated_bytes: 0
-                },
-                "{mode}"
-            );
+            assert_eq!(e.recovery(), &recovered(0, 1, 0), "{mode}");
             assert!(!e.contains("t", 11).unwrap());
             assert_eq!(e.get_direct("t", 1).unwrap().unwrap().k, k1);
             assert!(e.binlog_records().unwrap().is_empty());
@@ -2778,15 +2779,7 @@ mod tests {
                 .unwrap();
             assert!(crash_at(&dir, Failpoint::CrashAfterBinlog, 11, mode).is_err());
             let e = open_at(&dir, 0);
-            assert_eq!(
-                e.recovery(),
-                &Recovery {
-                    committed: 1,
-                    rolled_back: 0,
-                    truncated_bytes: 0
-                },
-                "{mode}"
-            );
+            assert_eq!(e.recovery(), &recovered(1, 0, 0), "{mode}");
             assert!(e.contains("t", 11).unwrap());
             assert_eq!(e.get_direct("t", 1).unwrap().unwrap().k, 11);
             assert_eq!(e.index_ids_direct("t").unwrap(), e.ids_direct("t").unwrap());
@@ -2853,14 +2846,7 @@ mod tests {
         f.set_len(good + (full - good) / 2).unwrap();
         drop(f);
         let e = open_at(&dir, 0);
-        assert_eq!(
-            e.recovery(),
-            &Recovery {
-                committed: 0,
-                rolled_back: 1,
-                truncated_bytes: (full - good) / 2
-            }
-        );
+        assert_eq!(e.recovery(), &recovered(0, 1, (full - good) / 2));
         assert_eq!(
             std::fs::metadata(dir.join(BINLOG_FILE)).unwrap().len(),
             good
@@ -2896,15 +2882,7 @@ mod tests {
                 "{mode}: the partial record is gone"
             );
             let e = open_at(&dir, 0);
-            assert_eq!(
-                e.recovery(),
-                &Recovery {
-                    committed: 0,
-                    rolled_back: 1,
-                    truncated_bytes: 0
-                },
-                "{mode}"
-            );
+            assert_eq!(e.recovery(), &recovered(0, 1, 0), "{mode}");
             assert!(!e.contains("t", 11).unwrap());
             drop(e);
             std::fs::remove_dir_all(dir).unwrap();
