@@ -1064,7 +1064,6 @@ fn an_unwritable_report_folder_is_refused_before_the_run() {
         ],
         vec!["repro", "mixed", "--quick", "--data-dir", d, "--out", o],
     ] {
-        let t = std::time::Instant::now();
         let out = turnstile(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -1073,11 +1072,7 @@ fn an_unwritable_report_folder_is_refused_before_the_run() {
             "{args:?}: {err}"
         );
         // Refused before the run: no table was built in the data directory.
-        assert!(
-            !data.join("turnstile.redb").exists(),
-            "{args:?} ran ({:?})",
-            t.elapsed()
-        );
+        assert!(!data.join("turnstile.redb").exists(), "{args:?} ran");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -1279,7 +1274,7 @@ fn serve_answers_a_client_and_stops_on_ctrl_c() {
 }
 
 #[test]
-fn ctrl_c_during_an_oltp_window_exits_130_without_a_report() {
+fn ctrl_c_during_an_oltp_point_exits_130_without_a_report() {
     use std::io::BufRead;
     let dir = temp("oltp-ctrl-c");
     let data = dir.join("data");
@@ -1307,8 +1302,8 @@ fn ctrl_c_during_an_oltp_window_exits_130_without_a_report() {
         line.clear();
         assert!(err.read_line(&mut line).unwrap() > 0, "no progress line");
     }
-    // Past the warm-up (0.75 s), inside the 3 s window.
-    std::thread::sleep(std::time::Duration::from_millis(1200));
+    // Whether it lands in the point's warm-up or its window, the point's figures would be cut
+    // short: either way the run must end interrupted.
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

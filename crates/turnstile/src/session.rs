@@ -1001,3 +1001,57 @@ impl Drop for Call<'_> {
         self.session.exit_call();
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::{Gate, GateConfig, Policy, SessionState, StepOutReason};
+
+    /// A timestamp the coarse clock never reads: whoever restores the admission's time puts
+    /// back exactly this.
+    const MARK: u64 = 1;
+
+    #[test]
+    fn a_step_out_or_a_loan_that_keeps_the_slot_restores_the_admissions_timestamp() {
+        let g = Gate::new(
+            GateConfig::new(Policy::Auto)
+                .limit(1)
+                .quantum(std::time::Duration::from_secs(1)),
+        )
+        .unwrap();
+        let mut s = g.session();
+        let mut stmt = s.begin();
+        let mut call = stmt.enter().unwrap();
+        let seen = |call: &super::Call<'_>| {
+            (
+                call.session.sh.state(),
+                call.session.sh.since_ns(),
+                call.session
+                    .sh
+                    .lent_since
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            )
+        };
+        call.session.sh.set_state_since(SessionState::InCall, MARK);
+        // Work outside the engine keeps the slot: back in its call, since its admission.
+        call.step_out(StepOutReason::SendingResults, || {});
+        assert_eq!(seen(&call).0, SessionState::InCall);
+        assert_eq!(seen(&call).1, MARK);
+        // A lock wait lends the slot (its own state and time), the reclaim restores both.
+        crate::gate_hook::lend();
+        let (state, since, lent) = seen(&call);
+        assert_eq!(state, SessionState::SteppedOut(StepOutReason::LockWait));
+        assert_ne!(since, MARK);
+        assert_eq!(lent, MARK);
+        crate::gate_hook::reclaim();
+        assert_eq!((seen(&call).0, seen(&call).1), (SessionState::InCall, MARK));
+        drop(call);
+        // Between calls (the slot kept for the quantum), a step-out comes back to that state,
+        // its time the admission's too.
+        stmt.step_out(StepOutReason::FileSort, || {});
+        assert_eq!(s_state(&stmt), (SessionState::DeclaredInside, MARK));
+    }
+
+    fn s_state(stmt: &super::Statement<'_>) -> (SessionState, u64) {
+        (stmt.session.sh.state(), stmt.session.sh.since_ns())
+    }
+}
