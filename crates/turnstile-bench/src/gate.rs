@@ -11,7 +11,7 @@
 //!    uncontended and under a load of tasks.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ use turnstile::{Gate, GateConfig, HistogramSnapshot, Policy, SessionState};
 
 use crate::baseline::MutexCondvarSemaphore;
 use crate::rusage::Usage;
+use crate::start::StartLine;
 use crate::stats::median;
 use crate::work;
 
@@ -300,7 +301,13 @@ impl Machine {
 }
 
 /// Runs the benchmark; `progress` is told what is about to run (for a progress bar).
-pub fn run(cfg: &GateBenchConfig, progress: &mut dyn FnMut(&str)) -> GateBenchReport {
+///
+/// # Errors
+/// When the OS refuses a load point's threads (its limit on threads or memory).
+pub fn run(
+    cfg: &GateBenchConfig,
+    progress: &mut dyn FnMut(&str),
+) -> Result<GateBenchReport, String> {
     let machine = Machine::here();
     let mut fast_path: Vec<FastPath> = cfg
         .variants
@@ -323,17 +330,17 @@ pub fn run(cfg: &GateBenchConfig, progress: &mut dyn FnMut(&str)) -> GateBenchRe
     for &v in &cfg.variants {
         for &t in &cfg.threads {
             progress(&format!("load: {} × {t} threads", v.name()));
-            results.push(measure_load(cfg, v, t));
+            results.push(measure_load(cfg, v, t)?);
         }
     }
     let async_gate = (cfg.async_tasks > 0).then(|| crate::async_gate::run(cfg, progress));
-    GateBenchReport {
+    Ok(GateBenchReport {
         machine,
         config: cfg.clone(),
         fast_path,
         results,
         async_gate,
-    }
+    })
 }
 
 /// Times `iters` iterations of `f`, `reps` times; returns ns per iteration of each repetition.
@@ -428,7 +435,7 @@ struct Padded(AtomicU64);
 
 struct Shared {
     stop: AtomicBool,
-    start: Barrier,
+    start: StartLine,
     occ: Occupancy,
     done: Vec<Padded>,
     /// Per-thread admission waits for the baseline (the gate keeps its own).
@@ -465,11 +472,18 @@ pub const WARMUP_DIVISOR: u32 = 4;
 /// start and end of the interval. The start reading is taken whenever that thread gets the CPU
 /// after the start barrier, which with hundreds of runnable threads on two cores can be
 /// hundreds of milliseconds late; work done before it is not counted.
-pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadResult {
+///
+/// # Errors
+/// When the OS refuses one of the `threads` threads (its limit on threads or memory).
+pub fn measure_load(
+    cfg: &GateBenchConfig,
+    v: Variant,
+    threads: usize,
+) -> Result<LoadResult, String> {
     let iters = work::iterations_for(cfg.work_us);
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
-        start: Barrier::new(threads + 1),
+        start: StartLine::new(threads),
         occ: Occupancy::default(),
         done: (0..threads).map(|_| Padded::default()).collect(),
         waits: (0..threads).map(|_| turnstile::Histogram::new()).collect(),
@@ -485,6 +499,7 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
     let calls = cfg.calls;
     let block = Duration::from_micros(cfg.block_us);
     let mut handles = Vec::with_capacity(threads);
+    let mut refused = None;
     for t in 0..threads {
         let shared = shared.clone();
         let session = gate.as_ref().map(|g| g.session());
@@ -492,18 +507,32 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
         let b = thread::Builder::new()
             .name(format!("load-{t}"))
             .stack_size(256 * 1024);
-        let h = b
-            .spawn(move || {
-                shared.start.wait();
-                match session {
-                    Some(mut s) => gate_worker(&shared, t, &mut s, calls, iters, block),
-                    None => baseline_worker(&shared, t, &sem, calls, iters, block),
-                }
-            })
-            .expect("spawn a load thread");
-        handles.push(h);
+        let h = b.spawn(move || {
+            if !shared.start.ready() {
+                return;
+            }
+            match session {
+                Some(mut s) => gate_worker(&shared, t, &mut s, calls, iters, block),
+                None => baseline_worker(&shared, t, &sem, calls, iters, block),
+            }
+        });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
     }
-    shared.start.wait();
+    if let Some(e) = refused {
+        // The threads started so far see the call-off and end.
+        shared.start.call_off();
+        for h in handles {
+            let _ = h.join();
+        }
+        return Err(crate::start::refused(threads, &e));
+    }
+    shared.start.start();
     thread::sleep(cfg.duration / WARMUP_DIVISOR);
     let (t0, u0) = (Instant::now(), Usage::now());
     let (done0, snap0, waits0) = (
@@ -541,7 +570,7 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
     let secs = elapsed.as_secs_f64();
     let cpus = thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let cs = usage.context_switches();
-    LoadResult {
+    Ok(LoadResult {
         policy: v.name(),
         threads,
         limit: match (&gate, v) {
@@ -581,7 +610,7 @@ pub fn measure_load(cfg: &GateBenchConfig, v: Variant, threads: usize) -> LoadRe
                 .max()
                 .map_or(0, |d| d.as_nanos() as u64)
         }),
-    }
+    })
 }
 
 fn gate_worker(
@@ -676,7 +705,7 @@ mod tests {
         let cfg = tiny();
         cfg.validate().unwrap();
         let mut steps = 0;
-        let r = run(&cfg, &mut |_| steps += 1);
+        let r = run(&cfg, &mut |_| steps += 1).expect("a few threads start");
         let variants = Variant::all().len();
         assert_eq!(
             steps,

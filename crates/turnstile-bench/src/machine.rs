@@ -30,6 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::mutex::{BenchLock, Pthread};
+use crate::start::StartLine;
 use crate::stats::median;
 
 /// Bytes per cache line touched by [`touch`]: 64 on x86-64 and on the arm64 cores Linux
@@ -629,7 +630,7 @@ fn ring_switch_ns(cpu: usize, n: usize, switches: u64) -> Result<f64, String> {
     let words: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
     let stop = AtomicBool::new(false);
     let left = std::sync::atomic::AtomicU64::new(switches);
-    let ready = Barrier::new(n + 1);
+    let ready = StartLine::new(n);
     let failed = AtomicBool::new(false);
     let elapsed = thread::scope(|s| {
         for i in 0..n {
@@ -638,7 +639,9 @@ fn ring_switch_ns(cpu: usize, n: usize, switches: u64) -> Result<f64, String> {
                 .stack_size(64 * 1024)
                 .spawn_scoped(s, move || {
                     failed.fetch_or(pin_to(cpu).is_err(), Ordering::Relaxed);
-                    ready.wait();
+                    if !ready.ready() {
+                        return;
+                    }
                     loop {
                         take(&words[i]);
                         if stop.load(Ordering::Acquire) {
@@ -651,9 +654,14 @@ fn ring_switch_ns(cpu: usize, n: usize, switches: u64) -> Result<f64, String> {
                         give(&words[(i + 1) % n]);
                     }
                 })
-                .map_err(|e| format!("cannot start a ring thread: {e}"))?;
+                .map_err(|e| {
+                    // The ring's threads started so far see the call-off and end, so the
+                    // scope can.
+                    ready.call_off();
+                    crate::start::refused(n, &e)
+                })?;
         }
-        ready.wait();
+        ready.start();
         let t = Instant::now();
         give(&words[0]);
         while !stop.load(Ordering::Acquire) {
@@ -1220,12 +1228,14 @@ fn mutex_contended_ns(threads: usize, run: Duration) -> Result<(f64, u64, f64), 
     let m = Pthread::<false>::create();
     let counter = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
-    let start = Barrier::new(threads + 1);
+    let start = StartLine::new(threads);
     let (elapsed, per_thread) = thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
+        let hs: Result<Vec<_>, _> = (0..threads)
             .map(|_| {
-                s.spawn(|| {
-                    start.wait();
+                thread::Builder::new().spawn_scoped(s, || {
+                    if !start.ready() {
+                        return 0;
+                    }
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         // A plain load and store, not an atomic add: the mutex alone makes the
@@ -1239,15 +1249,20 @@ fn mutex_contended_ns(threads: usize, run: Duration) -> Result<(f64, u64, f64), 
                 })
             })
             .collect();
+        let hs = hs.map_err(|e| {
+            // The threads started so far see the call-off and end, so the scope can.
+            start.call_off();
+            crate::start::refused(threads, &e)
+        })?;
         let _stop = StopOnDrop(&stop);
-        start.wait();
+        start.start();
         let t = Instant::now();
         thread::sleep(run);
         stop.store(true, Ordering::Relaxed);
         let elapsed = t.elapsed();
         let ns: Result<Vec<u64>, _> = hs.into_iter().map(|h| h.join()).collect();
-        (elapsed, ns)
-    });
+        Ok::<_, String>((elapsed, ns))
+    })?;
     let per_thread = per_thread.map_err(|_| "a mutex thread panicked".to_string())?;
     let total: u64 = per_thread.iter().sum();
     if counter.load(Ordering::Relaxed) != total {

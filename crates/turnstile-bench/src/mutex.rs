@@ -11,7 +11,7 @@
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use turnstile::mutex::{
 use turnstile::{Histogram, HistogramSnapshot};
 
 use crate::rusage::Usage;
+use crate::start::StartLine;
 use crate::work;
 
 /// The locks the benchmark drives.
@@ -483,7 +484,7 @@ struct Shared<L> {
     per_thread: Vec<PerThread>,
     waits: Vec<Histogram>,
     stop: AtomicBool,
-    start: Barrier,
+    start: StartLine,
 }
 
 /// Acquisitions timed for the wait histogram: one in this many (a power of two).
@@ -510,19 +511,23 @@ impl Point {
             per_thread: (0..self.threads).map(|_| PerThread::default()).collect(),
             waits: (0..self.threads).map(|_| Histogram::new()).collect(),
             stop: AtomicBool::new(false),
-            start: Barrier::new(self.threads + 1),
+            start: StartLine::new(self.threads),
         });
-        let handles: Vec<_> = (0..self.threads)
+        let handles: Result<Vec<_>, std::io::Error> = (0..self.threads)
             .map(|t| {
                 let sh = sh.clone();
                 thread::Builder::new()
                     .name(format!("mutex-{t}"))
                     .stack_size(128 * 1024)
                     .spawn(move || worker(&sh, t, iters))
-                    .expect("spawn a benchmark thread")
             })
             .collect();
-        sh.start.wait();
+        let handles = handles.map_err(|e| {
+            // The threads started so far see the call-off and end.
+            sh.start.call_off();
+            crate::start::refused(self.threads, &e)
+        })?;
+        sh.start.start();
         let read = |sh: &Shared<L>| -> (Vec<u64>, HistogramSnapshot, u64, u64) {
             let loops = sh
                 .per_thread
@@ -615,7 +620,9 @@ fn worker<L: BenchLock>(sh: &Shared<L>, t: usize, iters: u64) {
     let slot = &sh.slots[t % sh.slots.len()];
     let mine = &sh.per_thread[t];
     let hist = &sh.waits[t];
-    sh.start.wait();
+    if !sh.start.ready() {
+        return;
+    }
     let mut n = 0u64;
     while !sh.stop.load(Ordering::Relaxed) {
         let timed = n.is_multiple_of(TIME_ONE_IN);

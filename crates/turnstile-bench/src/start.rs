@@ -67,6 +67,13 @@ impl StartLine {
     }
 }
 
+/// The error for a run whose `threads` threads the OS would not all start.
+pub(crate) fn refused(threads: usize, e: &std::io::Error) -> String {
+    format!(
+        "cannot start {threads} threads: {e} (the OS limit on threads or memory: `ulimit -u`, `ulimit -v`)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

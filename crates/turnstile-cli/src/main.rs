@@ -284,8 +284,9 @@ fn bench_gate(args: &GateArgs) -> Result<(), String> {
     let _metrics = metrics_file::start(args.metrics_file.as_deref())?;
     let async_steps = if cfg.async_tasks > 0 { 2 } else { 0 };
     let mut progress = Progress::new(cfg.variants.len() * (1 + cfg.threads.len()) + async_steps);
-    let report: GateBenchReport = gate_bench::run(&cfg, &mut |s| progress.step(s));
+    let report = gate_bench::run(&cfg, &mut |s| progress.step(s));
     progress.finish();
+    let report: GateBenchReport = report?;
     emit(args.json, &report, table::gate_report(&report))
 }
 

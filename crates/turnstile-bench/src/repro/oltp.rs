@@ -780,9 +780,7 @@ fn point(
         Err(e) => {
             // The clients started so far see the call-off and end.
             start.call_off();
-            return Err(ReproError::BadInput(format!(
-                "cannot start {threads} client threads: {e} (the OS limit on threads or memory: `ulimit -u`, `ulimit -v`)"
-            )));
+            return Err(ReproError::BadInput(crate::start::refused(threads, &e)));
         }
     };
     start.start();
