@@ -593,7 +593,7 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
         Repro::Tickets(a) => {
             let cfg = tickets_config(a)?;
             let c = a.common.common()?;
-            let mut bar = Bar::new(2 + cfg.policies.len() * cfg.tickets.len());
+            let mut bar = Bar::new(2 + tickets::runs(&cfg));
             let r = tickets::run(&c, &cfg, &mut bar).map_err(err);
             bar.finish();
             let r = r?;
@@ -684,7 +684,7 @@ fn all(a: &AllArgs) -> Result<(), String> {
     };
     check_writable("report folder", &a.out)?;
     let steps = 2
-        + t.policies.len() * t.tickets.len()
+        + tickets::runs(&t)
         + 1
         + o.settings.len() * o.threads.len()
         + p.tables

@@ -38,7 +38,7 @@ use crate::gate::{Gate, GateInner};
 use crate::monitor::{Counter, SessionState};
 use crate::policy::{Admission, Attempt, Hold, Step, Tickets, WaitId};
 use crate::registry::SessionShared;
-use crate::session::{give_back, keeps_slot_after_call, record_admission};
+use crate::session::{give_back, keeps_slot_after_call, record_admission, Retire};
 use crate::sync::{lock, Arc};
 use std::sync::atomic::Ordering;
 
@@ -517,9 +517,7 @@ impl AsyncSession {
                 if let Some(a) = self.gate.driver.cancel_wait(id) {
                     // A hand-off chose this wait before the cancel: it holds a slot no caller
                     // will use. Give it straight back; the exit hands it to the next waiter.
-                    if self.gate.driver.exit(a.hold) {
-                        self.sh.bump(Counter::HandOffs);
-                    }
+                    self.gate.driver.exit(a.hold);
                 }
             }
             Pending::Yield | Pending::Sleep(_) => self.gate.driver.abandon(&mut s.at),
@@ -532,8 +530,12 @@ impl AsyncSession {
 
 impl Drop for AsyncSession {
     fn drop(&mut self) {
+        let _retire = Retire {
+            gate: self.gate.clone(),
+            sh: self.sh.clone(),
+            current: false,
+        };
         self.leave();
-        self.gate.registry.retire(&self.sh);
     }
 }
 

@@ -32,6 +32,9 @@ pub(crate) struct Driver {
     /// an uncontended lock costs nothing more.
     lock_waiting: AtomicU32,
     lock_waits: AtomicU64,
+    /// Slots handed to queued waiters, on every path that hands one (an exit, a limit
+    /// change, `auto`'s raises, stall checks and loans): one per release delivered.
+    handoffs: AtomicU64,
 }
 
 // A gate holds exactly one `Cores`, so the largest variant's size costs one gate a few
@@ -80,6 +83,7 @@ impl Driver {
             epoch: Instant::now(),
             lock_waiting: AtomicU32::new(0),
             lock_waits: AtomicU64::new(0),
+            handoffs: AtomicU64::new(0),
         }
     }
 
@@ -159,8 +163,25 @@ impl Driver {
                     || publish_queued(sh, first_wait),
                     &mut out,
                 );
-                self.deliver_all(out);
-                step
+                // If a delivery panics, this thread unwinds without its admission or its
+                // queued wait: undo them, or the slot would stay counted for nobody.
+                deliver_then(
+                    out,
+                    |r| self.deliver(r),
+                    step,
+                    |step| {
+                        sh.set_state(SessionState::Outside);
+                        match step {
+                            Step::Admitted(a) => self.exit(a.hold),
+                            Step::Wait(id) => {
+                                if let Some(a) = self.cancel_wait(id) {
+                                    self.exit(a.hold);
+                                }
+                            }
+                            _ => {}
+                        }
+                    },
+                )
             }
         }
     }
@@ -279,8 +300,8 @@ impl Driver {
     }
 
     /// Gives back `hold`. If the freed slot goes to a queued waiter, marks it `Woken` and
-    /// signals it; returns whether such a hand-off was made.
-    pub(crate) fn exit(&self, hold: Hold) -> bool {
+    /// signals it (counted in [`Driver::handoffs`]).
+    pub(crate) fn exit(&self, hold: Hold) {
         match &self.core {
             Cores::Queue(m) => {
                 let released = {
@@ -291,36 +312,25 @@ impl Driver {
                     }
                     r
                 };
-                match released {
-                    Some(r) => {
-                        self.deliver(r);
-                        true
-                    }
-                    None => false,
+                if let Some(r) = released {
+                    self.deliver(r);
                 }
             }
-            Cores::Polling(c) => {
-                c.exit(hold);
-                false
-            }
-            Cores::Timer(c) => {
-                c.exit(hold);
-                false
-            }
-            Cores::Unlimited(u, _) => {
-                u.exit(hold);
-                false
-            }
+            Cores::Polling(c) => c.exit(hold),
+            Cores::Timer(c) => c.exit(hold),
+            Cores::Unlimited(u, _) => u.exit(hold),
             Cores::Auto(c) => {
-                if !c.release(hold) {
-                    return false;
+                if c.release(hold) {
+                    let out = c.hand_off_slow(self.precise_ns());
+                    self.deliver_all(out);
                 }
-                let out = c.hand_off_slow(self.precise_ns());
-                let handed = !out.is_empty();
-                self.deliver_all(out);
-                handed
             }
         }
+    }
+
+    /// Slots handed to queued waiters so far, by every path (see the field).
+    pub(crate) fn handoffs(&self) -> u64 {
+        self.handoffs.load(Ordering::Relaxed)
     }
 
     /// The queued wait `id`, released and signalled, takes its slot.
@@ -343,9 +353,10 @@ impl Driver {
                 let (a, out) = c.finish_wait(id, now, || {
                     early.unwrap_or_else(crate::clock::process_cpu_ns)
                 });
-                self.deliver_all(out);
                 nudge(c.take_nudge());
-                a
+                // If a delivery panics, this thread unwinds without taking its admission:
+                // give the slot back first, or it would stay counted for nobody.
+                deliver_then(out, |r| self.deliver(r), a, |a| self.exit(a.hold))
             }
             _ => self.lock_core(self.queue()).finish_wait(id),
         }
@@ -372,9 +383,9 @@ impl Driver {
     }
 
     /// Changes the limit; returns the limit it replaced (read in the same step, so concurrent
-    /// changes each see the transition they made) and how many queued waiters it handed a
-    /// slot to.
-    pub(crate) fn set_limit(&self, limit: u32) -> (u32, u64) {
+    /// changes each see the transition they made). The queued waiters a raise hands slots to
+    /// are counted in [`Driver::handoffs`].
+    pub(crate) fn set_limit(&self, limit: u32) -> u32 {
         match &self.core {
             Cores::Queue(m) => {
                 let (old, released) = {
@@ -386,18 +397,16 @@ impl Driver {
                     }
                     (old, released)
                 };
-                let n = released.len() as u64;
                 deliver_each(released, |r| self.deliver(r));
-                (old, n)
+                old
             }
-            Cores::Polling(c) => (c.set_limit(limit), 0),
-            Cores::Timer(c) => (c.set_limit(limit), 0),
-            Cores::Unlimited(_, l) => (l.swap(limit, Ordering::Relaxed), 0),
+            Cores::Polling(c) => c.set_limit(limit),
+            Cores::Timer(c) => c.set_limit(limit),
+            Cores::Unlimited(_, l) => l.swap(limit, Ordering::Relaxed),
             Cores::Auto(c) => {
                 let (old, out) = c.set_limit(limit, self.precise_ns());
-                let n = out.len() as u64;
                 self.deliver_all(out);
-                (old, n)
+                old
             }
         }
     }
@@ -471,6 +480,9 @@ impl Driver {
     /// Signals a released waiter (called without the queue lock held): notifies its condvar
     /// (a thread session) and wakes its registered waker (an async session).
     pub(crate) fn deliver(&self, r: Release<Arc<SessionShared>>) {
+        // A slot was handed over (even if this delivery turns out stale below: the waiter's
+        // cancel then found the slot already released to it and kept it).
+        self.handoffs.fetch_add(1, Ordering::Relaxed);
         let mut w = lock(&r.waiter.wake);
         // Wait ids only grow. A delivery delayed past a later wait of the same session (its
         // first wait ended by a cancel that found the slot already released) must not
@@ -493,16 +505,34 @@ impl Driver {
 
 /// Delivers every release, even if one delivery panics (an async runtime's waker is foreign
 /// code): a release left undelivered would leave its waiter asleep with a slot counted for it.
-/// The first panic goes on once all are delivered.
-fn deliver_each<R>(out: impl IntoIterator<Item = R>, mut deliver: impl FnMut(R)) {
+/// The first panic goes on once all are delivered, unless this thread is already unwinding
+/// (an exit made by a guard's drop during a panic): a second panic there would abort the
+/// process.
+fn deliver_each<R>(out: impl IntoIterator<Item = R>, deliver: impl FnMut(R)) {
+    deliver_then(out, deliver, (), |()| {});
+}
+
+/// [`deliver_each`] for a thread that has just been admitted or queued (`keep`, returned):
+/// if a delivery panics, `undo` gets `keep` (after every delivery) before the panic goes on,
+/// to give back what the unwinding thread would otherwise leave counted for nobody.
+fn deliver_then<R, T>(
+    out: impl IntoIterator<Item = R>,
+    mut deliver: impl FnMut(R),
+    keep: T,
+    undo: impl FnOnce(T),
+) -> T {
     let mut panic = None;
     for r in out {
         if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliver(r))) {
             panic.get_or_insert(p);
         }
     }
-    if let Some(p) = panic {
-        std::panic::resume_unwind(p);
+    match panic {
+        Some(p) if !std::thread::panicking() => {
+            undo(keep);
+            std::panic::resume_unwind(p)
+        }
+        _ => keep,
     }
 }
 
@@ -563,6 +593,52 @@ mod tests {
             [1, 2, 3],
             "the releases after it were delivered too"
         );
+    }
+
+    #[test]
+    fn a_panicking_delivery_undoes_the_callers_admission_before_the_panic_goes_on() {
+        let (mut delivered, mut undone) = (Vec::new(), None);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            deliver_then(
+                [1, 2],
+                |r| {
+                    delivered.push(r);
+                    assert_ne!(r, 1, "a foreign waker panics");
+                },
+                "the admission",
+                |a| undone = Some(a),
+            )
+        }));
+        assert!(r.is_err(), "the panic reached the caller");
+        assert_eq!(undone, Some("the admission"));
+        assert_eq!(delivered, [1, 2]);
+        // Without a panic nothing is undone, and the caller keeps what it got.
+        let mut undone = None;
+        let kept = deliver_then([1, 2], |_| {}, "the admission", |a| undone = Some(a));
+        assert_eq!((kept, undone), ("the admission", None));
+    }
+
+    #[test]
+    fn a_delivery_panic_during_unwinding_does_not_panic_again() {
+        // An exit made by a guard's drop while the thread unwinds: a second panic would abort
+        // the process. The deliveries still all happen.
+        struct ExitOnDrop<'a>(&'a std::cell::RefCell<Vec<i32>>);
+        impl Drop for ExitOnDrop<'_> {
+            fn drop(&mut self) {
+                deliver_each([1, 2], |r| {
+                    self.0.borrow_mut().push(r);
+                    assert_ne!(r, 1, "a foreign waker panics");
+                });
+            }
+        }
+        let delivered = std::cell::RefCell::new(Vec::new());
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _guard = ExitOnDrop(&delivered);
+            panic!("the first panic");
+        }));
+        let msg = r.expect_err("the first panic goes on");
+        assert_eq!(msg.downcast_ref::<&str>(), Some(&"the first panic"));
+        assert_eq!(*delivered.borrow(), [1, 2]);
     }
 
     #[test]
@@ -650,13 +726,15 @@ mod tests {
         let queued_at = waiter.since_ns();
         assert_ne!(queued_at, 0);
         std::thread::sleep(Duration::from_millis(30)); // a few ticks of the coarse clock
-        assert!(d.exit(held.hold), "the slot is handed to the waiter");
+        d.exit(held.hold);
+        assert_eq!(d.handoffs(), 1, "the slot is handed to the waiter");
         assert_eq!(waiter.state(), SessionState::Woken);
         assert!(
             waiter.since_ns() > queued_at,
             "Woken carries the hand-off's time, not the queueing's"
         );
         let a = d.finish_wait(id);
-        assert!(!d.exit(a.hold));
+        d.exit(a.hold);
+        assert_eq!(d.handoffs(), 1, "nobody waits for the last exit's slot");
     }
 }

@@ -113,10 +113,7 @@ impl Gate {
     /// `unlimited` policy records the value and stays unlimited.
     pub fn set_limit(&self, limit: u32) -> Result<(), ConfigError> {
         check_limit(limit)?;
-        let (old, handed) = self.inner.driver.set_limit(limit);
-        if handed > 0 {
-            self.inner.registry.count_unowned(Counter::HandOffs, handed);
-        }
+        let old = self.inner.driver.set_limit(limit);
         let raised = limit == 0 || (old != 0 && limit > old);
         if raised {
             self.wake_sleepers();
@@ -179,14 +176,21 @@ impl GateInner {
             fifo_pending: g.fifo_pending,
             queued: g.queued,
             sleeping: g.sleeping,
-            waiting: r.waiting.load(Ordering::Relaxed),
+            // A session is counted queued or sleeping by the policy before it counts itself
+            // waiting (the fast path counts nothing): never show fewer waiting than those.
+            waiting: r.waiting.load(Ordering::Relaxed).max(g.queued + g.sleeping),
             stepped_out: r.stepped_out.load(Ordering::Relaxed),
             sessions: totals.sessions,
             lock_waiting,
             lock_waits,
             sleep_delay: g.sleep_delay,
             auto: g.auto,
-            counters: Counters::from_array(&totals.counters),
+            counters: Counters {
+                // Counted where slots are handed over, not per session (a raise or a stall
+                // check hands slots that no session's exit made).
+                handoffs: self.driver.handoffs(),
+                ..Counters::from_array(&totals.counters)
+            },
             wait: r.wait_histogram(&totals.counters),
             wake_latency: r.wake.snapshot(),
             taken_at: Duration::from_nanos(self.driver.precise_ns()),

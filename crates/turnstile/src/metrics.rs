@@ -108,6 +108,8 @@
 //! are registered once per process, by the first publish; call `metrics::describe` again after installing
 //! another recorder.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt::{self, Write};
 
 use crate::histogram::HistogramSnapshot;
@@ -622,12 +624,22 @@ fn write_families<S>(
 /// assert!(text.contains("turnstile_gate_limit{gate=\"orders\"} 4\n"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// Names should be unique: two series with the same labels break a scrape (Prometheus keeps
+/// one and a `rate` over them sees resets). A repeated name is written as `<name>#2`,
+/// `<name>#3`, … in the order given.
 pub fn write_prometheus(out: &mut impl Write, gates: &[(&str, &GateStats)]) -> fmt::Result {
     if gates.is_empty() {
         return Ok(());
     }
+    let names = unique_names(gates.iter().map(|(n, _)| *n));
+    let gates: Vec<(&str, &GateStats)> = names
+        .iter()
+        .zip(gates)
+        .map(|(n, (_, s))| (n.as_ref(), *s))
+        .collect();
     header(out, GATE_INFO, GATE_INFO_HELP, "gauge")?;
-    for (name, s) in gates {
+    for (name, s) in &gates {
         writeln!(
             out,
             "{GATE_INFO}{{gate=\"{}\",policy=\"{}\"}} 1",
@@ -635,14 +647,53 @@ pub fn write_prometheus(out: &mut impl Write, gates: &[(&str, &GateStats)]) -> f
             s.policy.name()
         )?;
     }
-    write_families(out, "gate", gates, GATE_SCALARS, GATE_HISTOGRAMS)
+    write_families(out, "gate", &gates, GATE_SCALARS, GATE_HISTOGRAMS)
+}
+
+/// The names as given, each repeat suffixed `#k` (its k-th use) unless that too is taken.
+fn unique_names<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Vec<Cow<'a, str>> {
+    let mut seen: HashMap<Cow<'a, str>, u32> = names.clone().map(|n| (n.into(), 0)).collect();
+    names
+        .map(|n| {
+            let uses = seen.get_mut(n).expect("every name was listed");
+            *uses += 1;
+            if *uses == 1 {
+                return Cow::Borrowed(n);
+            }
+            let mut k = *uses;
+            loop {
+                let candidate: Cow<'a, str> = format!("{n}#{k}").into();
+                if !seen.contains_key(&candidate) {
+                    seen.insert(candidate.clone(), 1);
+                    return candidate;
+                }
+                k += 1;
+            }
+        })
+        .collect()
 }
 
 /// Writes the Prometheus text (format 0.0.4) of instrumented locks' reports, each labelled
 /// `lock="<report.name>"`. The metrics are listed in the module documentation. Writes nothing
 /// for no locks.
+///
+/// Reports that share a name (the locks of one kind: one per table, say, or
+/// [`Instrumented::default`](crate::mutex::Instrumented)'s type names) are added up into one
+/// series ([`LockReport::add`]), in the order their names first appear: two series with the
+/// same labels would break the scrape.
 pub fn write_lock_prometheus(out: &mut impl Write, locks: &[&LockReport]) -> fmt::Result {
-    let items: Vec<(&str, &LockReport)> = locks.iter().map(|r| (r.name, *r)).collect();
+    let mut merged: Vec<LockReport> = Vec::with_capacity(locks.len());
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(locks.len());
+    for r in locks {
+        match index.get(r.name) {
+            Some(&i) => merged[i].add(r),
+            None => {
+                index.insert(r.name, merged.len());
+                merged.push((*r).clone());
+            }
+        }
+    }
+    let items: Vec<(&str, &LockReport)> = merged.iter().map(|r| (r.name, r)).collect();
     write_families(out, "lock", &items, LOCK_SCALARS, LOCK_HISTOGRAMS)
 }
 
@@ -753,7 +804,9 @@ mod facade {
     }
 
     /// Publishes an instrumented lock's report through the [`metrics`](::metrics) facade,
-    /// labelled `lock` => its name (see [`crate::metrics`] for the names).
+    /// labelled `lock` => its name (see [`crate::metrics`] for the names). Locks that share
+    /// a name share the series: add their reports up first ([`LockReport::add`]) and
+    /// publish the sum, or each publish replaces the last.
     pub fn publish_lock(report: &LockReport) {
         describe_once();
         publish_families("lock", report.name, report, LOCK_SCALARS, LOCK_HISTOGRAMS);

@@ -172,6 +172,8 @@ pub(crate) enum Counter {
     Sleeps,
     Yields,
     QueueWaits,
+    /// Never counted per session: the driver counts every hand-off where it is made
+    /// (`Driver::handoffs`); the slot keeps the array in [`Counters`] order.
     HandOffs,
     LifoAdmissions,
     ForcedEntries,

@@ -163,6 +163,15 @@ pub(crate) struct Registry {
 }
 
 /// Totals read in one consistent step.
+/// See [`Registry::count_waiting`].
+pub(crate) struct Waiting<'a>(&'a AtomicU32);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 pub(crate) struct Totals {
     pub(crate) counters: [u64; N_COUNTERS],
     pub(crate) sessions: u32,
@@ -192,9 +201,11 @@ impl Registry {
         live.retain(|x| !Arc::ptr_eq(x, s));
     }
 
-    /// Counts an event that belongs to no session (a hand-off made by a limit change).
-    pub(crate) fn count_unowned(&self, c: Counter, n: u64) {
-        lock(&self.retired)[c as usize] += n;
+    /// Counts a thread session waiting to be admitted until the guard is dropped (also by
+    /// a panic in its wait).
+    pub(crate) fn count_waiting(&self) -> Waiting<'_> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting(&self.waiting)
     }
 
     /// Lifetime counter totals and the number of live sessions: no allocation, one pass.

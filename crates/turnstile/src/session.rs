@@ -534,10 +534,8 @@ impl Session {
             }
             step => {
                 let gate = self.gate.clone();
-                gate.registry.waiting.fetch_add(1, Ordering::Relaxed);
-                let r = self.admit_slow(&gate, at, step, generation);
-                gate.registry.waiting.fetch_sub(1, Ordering::Relaxed);
-                r
+                let _waiting = gate.registry.count_waiting();
+                self.admit_slow(&gate, at, step, generation)
             }
         }
     }
@@ -819,13 +817,11 @@ pub(crate) fn record_admission(
 }
 
 /// Gives back a session's hold for real (tickets already cleared by the caller): the session
-/// is shown outside, and a hand-off the exit made is counted.
+/// is shown outside.
 pub(crate) fn give_back(gate: &GateInner, sh: &SessionShared, hold: Hold) {
     sh.tickets.store(0, Ordering::Relaxed);
     sh.set_state(SessionState::Outside);
-    if gate.driver.exit(hold) {
-        sh.bump(Counter::HandOffs);
-    }
+    gate.driver.exit(hold);
 }
 
 /// Ends a step-out's bookkeeping: the session is shown as `after` (outside, or, if `auto` kept
@@ -852,8 +848,30 @@ fn inside_state(inside: bool, in_call: bool) -> SessionState {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        let _retire = Retire {
+            gate: self.gate.clone(),
+            sh: self.sh.clone(),
+            current: true,
+        };
         self.end_statement_inner();
-        crate::gate_hook::forget(&self.sh);
+    }
+}
+
+/// Takes a dropped session out of its gate's registry (and, for a thread session, out of
+/// `gate_hook`'s current session) when it goes out of scope: also when giving back the
+/// session's slot panics (a foreign waker's panic, which the hand-off's delivery passes on),
+/// or the gate would list a dead session for ever.
+pub(crate) struct Retire {
+    pub(crate) gate: Arc<GateInner>,
+    pub(crate) sh: Arc<SessionShared>,
+    pub(crate) current: bool,
+}
+
+impl Drop for Retire {
+    fn drop(&mut self) {
+        if self.current {
+            crate::gate_hook::forget(&self.sh);
+        }
         self.gate.registry.retire(&self.sh);
     }
 }

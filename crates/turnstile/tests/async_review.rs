@@ -325,3 +325,41 @@ fn an_enter_polled_after_completion_panics_and_a_completed_one_drops_cleanly() {
     a.end_statement();
     assert_eq!(gauges(&gate), (0, 0, 0, 0, 0, 0));
 }
+
+/// A waker that panics when woken: foreign code the gate must survive.
+struct PanickingWaker;
+
+impl Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("a foreign waker panics");
+    }
+}
+
+#[test]
+fn a_session_whose_exit_meets_a_panicking_waker_is_still_retired_and_its_slot_handed_on() {
+    // The thread session's drop gives its slot to the queued async session, whose waker
+    // panics; the panic goes on out of the drop, but the session must leave the registry
+    // (it stayed listed, and counted in `sessions`, for ever) and the slot must have moved.
+    let gate = Gate::new(GateConfig::new(Policy::Auto).limit(1).adaptive_limit(false)).unwrap();
+    let mut holder = gate.session();
+    holder.enter().unwrap();
+    let mut waiter = gate.async_session("waiter").unwrap();
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    let mut enter = Box::pin(waiter.enter());
+    assert!(enter
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    assert_eq!(gate.stats().sessions, 2);
+    let r = catch_unwind(AssertUnwindSafe(|| drop(holder)));
+    assert!(r.is_err(), "the waker's panic reached the dropping thread");
+    let s = gate.stats();
+    assert_eq!(s.sessions, 1, "the dropped session is no longer listed");
+    assert_eq!(s.inside, 1, "the slot went to the waiter");
+    // The waiter was released before its waker panicked: polled again, it is admitted.
+    assert!(matches!(Task::new().poll(&mut enter), Poll::Ready(Ok(_))));
+    drop(enter);
+    drop(waiter);
+    let s = gate.stats();
+    assert_eq!((s.sessions, s.inside, s.waiting), (0, 0, 0));
+}

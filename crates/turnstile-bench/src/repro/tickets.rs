@@ -55,13 +55,13 @@ impl TicketsConfig {
     }
 }
 
-/// One policy × tickets run.
+/// One policy × tickets run (`auto`: one run, its time quantum in place of tickets).
 #[derive(Debug, Clone, Serialize)]
 pub struct TicketsRun {
     /// Policy.
     pub policy: &'static str,
-    /// Tickets.
-    pub tickets: u32,
+    /// Tickets; `null` for `auto`, whose slot is held for a time quantum instead.
+    pub tickets: Option<u32>,
     /// Rows per scan.
     pub rows: u64,
     /// The scan alone, seconds (median).
@@ -129,73 +129,92 @@ pub fn run(
     }
     let direct_s = median(&direct);
     let mut runs = Vec::new();
-    for &policy in &cfg.policies {
-        for &tickets in &cfg.tickets {
-            if stopped() {
-                return Err(ReproError::Interrupted);
-            }
-            progress.step(&format!("tickets: {policy}, {tickets} tickets"));
-            // `auto` runs untuned: its own limit and a time quantum instead of tickets.
-            let config = if policy == Policy::Auto {
-                GateConfig::new(policy)
-            } else {
-                GateConfig::new(policy).limit(1).tickets(tickets)
-            };
-            let gate = Gate::new(config)?;
-            let _watched = crate::live::watch(format!("tickets/{policy}/{tickets} tickets"), &gate);
-            let mut alone = Vec::new();
-            let mut rows = 0;
-            for _ in 0..cfg.alone_reps {
-                let mut c = Connection::new(engine.clone(), &gate, "alone");
-                let (n, s) = timed(|| c.count(TABLE));
-                rows = n?;
-                alone.push(s);
-            }
-            let alone_s = median(&alone);
-            let before = gate.snapshot();
-            let start = Arc::new(Barrier::new(2));
-            let hs: Vec<_> = (0..2)
-                .map(|i| {
-                    let (engine, gate, start) = (engine.clone(), gate.clone(), start.clone());
-                    thread::spawn(move || {
-                        let mut c = Connection::new(engine, &gate, format!("scan-{i}"));
-                        start.wait();
-                        timed(|| c.count(TABLE))
-                    })
-                })
-                .collect();
-            let mut concurrent_s = Vec::new();
-            for (n, s) in join_all(hs)? {
-                n?;
-                concurrent_s.push(s);
-            }
-            let after = gate.snapshot();
-            let d = |f: fn(&turnstile::Counters) -> u64| f(&after.counters) - f(&before.counters);
-            let waits = after.wait.since(&before.wait);
-            let wake = after.wake_latency.since(&before.wake_latency);
-            let slowest = concurrent_s.iter().copied().fold(0.0, f64::max);
-            runs.push(TicketsRun {
-                policy: policy.name(),
-                tickets,
-                rows,
-                alone_s,
-                concurrent_s,
-                ratio: slowest / alone_s,
-                gate_overhead: alone_s / direct_s,
-                admissions_per_query: d(|c| c.admissions) as f64 / 2.0,
-                handoffs: d(|c| c.handoffs),
-                sleeps: d(|c| c.sleeps),
-                forced_entries: d(|c| c.forced_entries),
-                wake_latency_us: wake.quantile(0.5) as f64 / 1e3,
-                mean_wait_us: waits.mean() / 1e3,
-            });
+    for (policy, tickets) in settings(cfg) {
+        if stopped() {
+            return Err(ReproError::Interrupted);
         }
+        let what = match tickets {
+            Some(t) => format!("{policy}, {t} tickets"),
+            None => format!("{policy}, its quantum"),
+        };
+        progress.step(&format!("tickets: {what}"));
+        // Every policy at the seed's limit of 1, so that the two scans take turns:
+        // `auto` with its time quantum in place of tickets (untuned, its limit would let
+        // both scans in at once on two CPUs, and nothing would be compared).
+        let config = match tickets {
+            Some(t) => GateConfig::new(policy).limit(1).tickets(t),
+            None => GateConfig::new(policy).limit(1).adaptive_limit(false),
+        };
+        let gate = Gate::new(config)?;
+        let _watched = crate::live::watch(format!("tickets/{what}"), &gate);
+        let mut alone = Vec::new();
+        let mut rows = 0;
+        for _ in 0..cfg.alone_reps {
+            let mut c = Connection::new(engine.clone(), &gate, "alone");
+            let (n, s) = timed(|| c.count(TABLE));
+            rows = n?;
+            alone.push(s);
+        }
+        let alone_s = median(&alone);
+        let before = gate.snapshot();
+        let start = Arc::new(Barrier::new(2));
+        let hs: Vec<_> = (0..2)
+            .map(|i| {
+                let (engine, gate, start) = (engine.clone(), gate.clone(), start.clone());
+                thread::spawn(move || {
+                    let mut c = Connection::new(engine, &gate, format!("scan-{i}"));
+                    start.wait();
+                    timed(|| c.count(TABLE))
+                })
+            })
+            .collect();
+        let mut concurrent_s = Vec::new();
+        for (n, s) in join_all(hs)? {
+            n?;
+            concurrent_s.push(s);
+        }
+        let after = gate.snapshot();
+        let d = |f: fn(&turnstile::Counters) -> u64| f(&after.counters) - f(&before.counters);
+        let waits = after.wait.since(&before.wait);
+        let wake = after.wake_latency.since(&before.wake_latency);
+        let slowest = concurrent_s.iter().copied().fold(0.0, f64::max);
+        runs.push(TicketsRun {
+            policy: policy.name(),
+            tickets,
+            rows,
+            alone_s,
+            concurrent_s,
+            ratio: slowest / alone_s,
+            gate_overhead: alone_s / direct_s,
+            admissions_per_query: d(|c| c.admissions) as f64 / 2.0,
+            handoffs: d(|c| c.handoffs),
+            sleeps: d(|c| c.sleeps),
+            forced_entries: d(|c| c.forced_entries),
+            wake_latency_us: wake.quantile(0.5) as f64 / 1e3,
+            mean_wait_us: waits.mean() / 1e3,
+        });
     }
     Ok(TicketsReport {
         config: cfg.clone(),
         direct_s,
         runs,
     })
+}
+
+/// The runs, in order: each policy at each ticket count, `auto` once (`None`: its quantum).
+fn settings(cfg: &TicketsConfig) -> Vec<(Policy, Option<u32>)> {
+    cfg.policies
+        .iter()
+        .flat_map(|&p| match p {
+            Policy::Auto => vec![(p, None)],
+            _ => cfg.tickets.iter().map(|&t| (p, Some(t))).collect(),
+        })
+        .collect()
+}
+
+/// How many runs [`run`] makes (one progress step each, after its two first steps).
+pub fn runs(cfg: &TicketsConfig) -> usize {
+    settings(cfg).len()
 }
 
 /// The seed's figures, for the report: (tickets, alone s, concurrent s).
@@ -210,7 +229,7 @@ pub fn markdown(r: &TicketsReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "## Seed 000 — full-scan tickets test\n\n{} rows, limit 1, sleep delay 10 ms. The same scan without the gate: {:.3} s. \
+        "## Seed 000 — full-scan tickets test\n\n{} rows, limit 1 for every policy (`auto` too, its limit fixed), sleep delay 10 ms. The same scan without the gate: {:.3} s. \
          Seed (MySQL 5.5, 9,028,285 rows, classic): alone 16.2 s; two at once with 500 tickets 95.5 s and 92.9 s (5.9×); \
          with 10,000,000 tickets 16.1 s and 30.6 s.\n",
         r.config.rows, r.direct_s
@@ -224,7 +243,13 @@ pub fn markdown(r: &TicketsReport) -> String {
             s,
             "| {} | {} | {:.3} | {:.3} | {} | {:.2} | {:.0} | {} | {} | {} | {:.1} | {:.1} |",
             x.policy,
-            x.tickets,
+            x.tickets.map_or_else(
+                || format!(
+                    "– ({} ms quantum)",
+                    GateConfig::new(Policy::Auto).quantum.as_secs_f64() * 1e3
+                ),
+                |t| t.to_string()
+            ),
             x.alone_s,
             x.gate_overhead,
             x.concurrent_s
@@ -259,12 +284,27 @@ mod tests {
         };
         let cfg = TicketsConfig {
             rows: 5_000,
-            policies: vec![Policy::Classic, Policy::Unlimited],
+            policies: vec![Policy::Classic, Policy::Unlimited, Policy::Auto],
             tickets: vec![500, 10_000_000],
             alone_reps: 1,
         };
         let r = run(&common, &cfg, &mut super::super::Quiet).unwrap();
-        assert_eq!(r.runs.len(), 4);
+        // `auto` runs once, with its quantum in place of tickets.
+        assert_eq!(runs(&cfg), 5);
+        assert_eq!(
+            r.runs
+                .iter()
+                .map(|x| (x.policy, x.tickets))
+                .collect::<Vec<_>>(),
+            [
+                ("classic", Some(500)),
+                ("classic", Some(10_000_000)),
+                ("unlimited", Some(500)),
+                ("unlimited", Some(10_000_000)),
+                ("auto", None),
+            ]
+        );
+        assert!(markdown(&r).contains("| auto | – (10 ms quantum) |"));
         for x in &r.runs {
             assert_eq!(x.rows, 5_000);
             assert_eq!(x.concurrent_s.len(), 2);

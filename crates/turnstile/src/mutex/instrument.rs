@@ -321,6 +321,26 @@ pub struct LockReport {
     pub holder: Option<(u64, &'static Location<'static>)>,
 }
 
+impl LockReport {
+    /// Adds `other`'s counts and waits into this report (the holder stays this one's): one
+    /// figure for locks that share a name, as MySQL's performance_schema sums a mutex
+    /// instrument's instances. [`crate::metrics::write_lock_prometheus`] does this for
+    /// reports with the same name.
+    pub fn add(&mut self, other: &LockReport) {
+        self.acquisitions += other.acquisitions;
+        self.waited += other.waited;
+        let (c, o) = (&mut self.counters, &other.counters);
+        c.spins += o.spins;
+        c.parks += o.parks;
+        c.wakeups += o.wakeups;
+        c.wakes_sent += o.wakes_sent;
+        c.handoffs += o.handoffs;
+        c.grants += o.grants;
+        c.slept_acquires += o.slept_acquires;
+        self.wait.merge(&other.wait);
+    }
+}
+
 impl<T> Instrumented<T> {
     /// A named, unlocked mutex holding `value`.
     pub fn new(name: &'static str, value: T) -> Self {
