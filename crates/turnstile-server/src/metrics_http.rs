@@ -36,7 +36,12 @@ pub(crate) fn serve(shared: Arc<Shared>, listener: TcpListener) {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
         }
-        let Ok(stream) = stream else { continue };
+        let Ok(stream) = stream else {
+            // Out of file descriptors (EMFILE) fails again at once: do not spin a CPU on it,
+            // as the connection listener does not (`accept_error`).
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            continue;
+        };
         if busy.fetch_add(1, Ordering::AcqRel) >= MAX_SCRAPES {
             busy.fetch_sub(1, Ordering::AcqRel);
             continue; // dropped: closed unanswered

@@ -171,19 +171,23 @@ pub enum PlanError {
     Syntax(String),
 }
 
-/// The longest run of operators an expression may chain without a separator (`,`, `(`,
-/// `)`, `;`). sqlparser builds `a+b+c+…` as a left-deep tree without recursing (its recursion
-/// limit counts nesting, not chains), but its visitors and the tree's drop recurse once per
-/// operator: 20,000 terms (a 40 KB query) overflowed a connection thread's stack and aborted
-/// the process. 1,000 is far beyond any statement this server runs (the supported ones chain
-/// at most a handful), and far within the stack.
-pub const MAX_OPERATOR_CHAIN: usize = 1000;
+/// The most tokens (whitespace aside) a statement may hold between two separators (`,`,
+/// `;`). sqlparser builds a chain of operators (`a+b+c+…`, `x IS NULL IS NULL …`,
+/// `x IN (1) IN (1) …`) as a left-deep tree without recursing (its recursion limit counts
+/// nesting, not chains), but its visitors and the tree's drop recurse once per operator:
+/// 20,000 terms (a 40 KB query) overflowed a connection thread's stack and aborted the
+/// process. Every operator is at least one token, so bounding the tokens bounds every kind of
+/// chain, whatever its operators are spelt with (a guard that counted only the symbols and
+/// AND/OR/XOR let `IS NULL` and `IN (…)` chains through). Parentheses do not end a run: a
+/// chain runs through them. 2,000 is far beyond any statement this server runs (sysbench's
+/// have about 20 between separators), and a chain of 1,000 operators plans within a
+/// connection thread's stack (`a_run_at_the_limit_plans_within_a_connection_threads_stack`).
+pub const MAX_EXPRESSION_TOKENS: usize = 2000;
 
-/// Refuses a statement whose operators chain past [`MAX_OPERATOR_CHAIN`], before it is parsed
-/// (the tokenizer does not recurse). A statement the tokenizer refuses goes on to the parser,
-/// which says why.
+/// Refuses a statement with more than [`MAX_EXPRESSION_TOKENS`] tokens between separators,
+/// before it is parsed (the tokenizer does not recurse). A statement the tokenizer refuses
+/// goes on to the parser, which says why.
 fn check_operator_chains(sql: &str) -> Result<(), PlanError> {
-    use sqlparser::keywords::Keyword;
     use sqlparser::tokenizer::{Token, Tokenizer};
     let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
         return Ok(());
@@ -191,20 +195,15 @@ fn check_operator_chains(sql: &str) -> Result<(), PlanError> {
     let mut run = 0usize;
     for t in &tokens {
         match t {
-            Token::Comma | Token::LParen | Token::RParen | Token::SemiColon => run = 0,
-            Token::Whitespace(_)
-            | Token::Number(..)
-            | Token::Char(_)
-            | Token::SingleQuotedString(_)
-            | Token::DoubleQuotedString(_)
-            | Token::Placeholder(_)
-            | Token::Period => {}
-            Token::Word(w) if !matches!(w.keyword, Keyword::AND | Keyword::OR | Keyword::XOR) => {}
+            Token::Comma | Token::SemiColon => run = 0,
+            Token::Whitespace(_) => {}
             _ => {
                 run += 1;
-                if run > MAX_OPERATOR_CHAIN {
+                if run > MAX_EXPRESSION_TOKENS {
                     return Err(not_supported(
-                        &format!("an expression chaining more than {MAX_OPERATOR_CHAIN} operators"),
+                        &format!(
+                            "an expression of more than {MAX_EXPRESSION_TOKENS} tokens without a `,`"
+                        ),
                         sql,
                     ));
                 }
@@ -217,7 +216,17 @@ fn check_operator_chains(sql: &str) -> Result<(), PlanError> {
 /// Parses one statement.
 pub fn plan(sql: &str) -> Result<Plan, PlanError> {
     check_operator_chains(sql)?;
-    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
+    // sqlparser 0.59 panics on some input instead of refusing it (its MySQL dialect unwraps
+    // the right side of `DIV`: `… WHERE id = 1 DIV`, or a chain of 50 `DIV`s past its
+    // recursion limit). A syntax error to the client, not a dropped connection.
+    let parsed =
+        std::panic::catch_unwind(|| Parser::parse_sql(&MySqlDialect {}, sql)).map_err(|_| {
+            PlanError::Syntax(format!(
+                "You have an error in your SQL syntax near '{}'",
+                excerpt(sql)
+            ))
+        })?;
+    let mut stmts = parsed.map_err(|e| {
         PlanError::Syntax(format!(
             "You have an error in your SQL syntax ({e}) near '{}'",
             excerpt(sql)
@@ -829,36 +838,72 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_expression_chaining_twenty_thousand_operators_is_refused_before_it_is_parsed() {
-        let sql = format!("SELECT 1{}", "+1".repeat(20_000));
-        match plan(&sql) {
-            Err(PlanError::NotSupported(m)) => assert!(m.contains("chaining more than"), "{m}"),
-            other => panic!("expected a refusal, got {other:?}"),
+    fn a_chain_of_twenty_thousand_operators_of_any_kind_is_refused_before_it_is_parsed() {
+        for chain in [
+            format!("SELECT 1{}", "+1".repeat(20_000)),
+            format!("SELECT c FROM t WHERE id = 1{}", " AND id = 1".repeat(600)),
+            // Keyword operators, and chains through parentheses: these overflowed the stack
+            // of a connection thread and aborted the process.
+            format!(
+                "SELECT c FROM sbtest1 WHERE id = 1{}",
+                " IS NULL".repeat(200_000)
+            ),
+            format!(
+                "SELECT c FROM sbtest1 WHERE id = 1{}",
+                " IN (1)".repeat(200_000)
+            ),
+            format!(
+                "SELECT c FROM sbtest1 WHERE id = 1{}",
+                " DIV 1".repeat(200_000)
+            ),
+        ] {
+            match plan(&chain) {
+                Err(PlanError::NotSupported(m)) => assert!(m.contains("tokens without"), "{m}"),
+                other => panic!("expected a refusal, got {other:?}"),
+            }
         }
-        let ands = format!("SELECT c FROM t WHERE id = 1{}", " AND id = 1".repeat(600));
-        assert!(matches!(plan(&ands), Err(PlanError::NotSupported(_))));
     }
 
     #[test]
-    fn a_chain_at_the_limit_plans_within_a_connection_threads_stack() {
+    fn a_div_without_a_right_side_is_a_syntax_error_not_a_panic() {
+        for sql in [
+            "SELECT c FROM sbtest1 WHERE id = 1 DIV",
+            &format!("SELECT c FROM sbtest1 WHERE id = 1{}", " DIV 1".repeat(60)),
+        ] {
+            assert!(matches!(plan(sql), Err(PlanError::Syntax(_))), "{sql}");
+        }
+        // A whole one parses (what the server then makes of it is another matter).
+        assert!(!matches!(
+            plan("SELECT c FROM sbtest1 WHERE id = 7 DIV 2"),
+            Err(PlanError::Syntax(_))
+        ));
+    }
+
+    #[test]
+    fn a_run_at_the_limit_plans_within_a_connection_threads_stack() {
         // The server's connection threads run with `THREAD_STACK`; the parser's visitors and
-        // the tree's drop recurse once per operator.
-        let sql = format!(
-            "SELECT c FROM t WHERE id = 1{}",
-            "+1".repeat(MAX_OPERATOR_CHAIN - 1)
-        );
-        let done = std::thread::Builder::new()
-            .stack_size(crate::THREAD_STACK)
-            .spawn(move || plan(&sql).is_ok() || plan(&sql).is_err())
-            .unwrap()
-            .join()
-            .expect("no stack overflow");
-        assert!(done);
-        // Separators end a chain: a long list is not one.
+        // the tree's drop recurse once per operator. The longest chains the guard lets
+        // through, for operators of one, two and four tokens.
+        let head = "SELECT c FROM t WHERE id = 1";
+        let room = MAX_EXPRESSION_TOKENS - 8;
+        for (op, tokens) in [("+1", 2), (" IS NULL", 2), (" IN (1)", 4), (" DIV 1", 2)] {
+            let sql = format!("{head}{}", op.repeat(room / tokens));
+            let planned = std::thread::Builder::new()
+                .stack_size(crate::THREAD_STACK)
+                .spawn(move || plan(&sql).map(|_| ()))
+                .unwrap()
+                .join()
+                .expect("no stack overflow");
+            assert!(
+                !matches!(&planned, Err(PlanError::NotSupported(m)) if m.contains("tokens without")),
+                "{op}: {planned:?}"
+            );
+        }
+        // Separators end a run: a long list is not one.
         let list = format!("SELECT c FROM t WHERE id IN (1{})", ",-1".repeat(5_000));
         assert!(!matches!(
             plan(&list),
-            Err(PlanError::NotSupported(m)) if m.contains("chaining")
+            Err(PlanError::NotSupported(m)) if m.contains("tokens without")
         ));
     }
 

@@ -12,9 +12,18 @@
 //! * refuses a logical packet larger than `max_allowed_packet` (error 1153, connection closed,
 //!   as MySQL does) without buffering it;
 //! * answers a command the protocol crate does not know with error 1047 and skips it, as MySQL
-//!   does (the crate would answer OK: a silent wrong answer), and `COM_STMT_RESET` with OK;
+//!   does (the crate would answer OK: a silent wrong answer), and `COM_STMT_RESET` with OK
+//!   (an error if the statement has long data, which the crate keeps and cannot drop);
 //! * closes the connection on a malformed command (empty, or too short for its fixed fields)
 //!   with error 1835 — the crate would panic or answer OK;
+//! * closes the connection with error 1156 on packets out of order: a command not numbered 0
+//!   once commands began (it would skip every check here), or a continuation packet not
+//!   numbered after the one before (the crate asserts, and panics);
+//! * bounds the long data (`COM_STMT_SEND_LONG_DATA`) kept for a connection's statements by
+//!   `max_allowed_packet` in all (error 1153), since the crate keeps it until the statement
+//!   is executed or closed;
+//! * answers an execution of a statement that was never prepared with error 1243 (the crate
+//!   would close the connection without an answer);
 //! * adds a space to `SELECT @@max_allowed_packet`, which the protocol crate would answer
 //!   itself with a fixed 64 MiB, so that the server answers the limit in force;
 //! * completes `COM_STMT_EXECUTE` packets that rely on the types bound by an earlier execution
@@ -54,6 +63,10 @@ pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
 pub const ER_MALFORMED_PACKET: u16 = 1835;
 /// MySQL's `ER_CON_COUNT_ERROR` (too many connections).
 pub const ER_CON_COUNT_ERROR: u16 = 1040;
+/// MySQL's `ER_NET_PACKETS_OUT_OF_ORDER`.
+pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
+/// MySQL's `ER_UNKNOWN_STMT_HANDLER`.
+pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
 
 /// Runs `f` to completion on this thread. The streams never return `Pending`; if a future did,
 /// the thread parks until it is woken.
@@ -187,12 +200,20 @@ pub struct CheckedReader<R, E> {
     first_command: Option<Box<dyn FnOnce() + Send>>,
     /// Client packets whose header was read (the first is the handshake response).
     client_packets: u64,
-    /// Bytes of `COM_STMT_SEND_LONG_DATA` received since the last execute or close: the
-    /// protocol crate keeps them all until the statement runs, so they are bounded by
-    /// `max_packet` as one packet would be (MySQL answers such an overflow the same way).
-    long_data: usize,
-    /// The current packet is long data (its continuation chunks count too).
-    in_long_data: bool,
+    /// A command (a packet numbered 0 after the handshake response) has arrived: the login's
+    /// packets, numbered on from the server's, are over.
+    commands_began: bool,
+    /// The sequence number of the last packet header read.
+    last_seq: u8,
+    /// Bytes of `COM_STMT_SEND_LONG_DATA` received for each statement since its last
+    /// execute or close: the protocol crate keeps them all until then, so their sum over
+    /// the connection's statements is bounded by `max_packet` as one packet would be (MySQL
+    /// answers such an overflow the same way).
+    long_data: HashMap<u32, usize>,
+    long_data_total: usize,
+    /// The current packet is long data for this statement (its continuation chunks count
+    /// too).
+    in_long_data: Option<u32>,
 }
 
 /// Parameter counts of a connection's prepared statements, by statement id: written by the
@@ -209,8 +230,11 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
             staged_pos: 0,
             first_command: None,
             client_packets: 0,
-            long_data: 0,
-            in_long_data: false,
+            commands_began: false,
+            last_seq: 0,
+            long_data: HashMap::new(),
+            long_data_total: 0,
+            in_long_data: None,
             inner,
             answer,
             max_packet,
@@ -255,17 +279,35 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
         io::Error::new(io::ErrorKind::InvalidData, msg)
     }
 
-    /// Counts `len` more bytes of long data; past `max_packet` the connection is refused.
-    fn add_long_data(&mut self, seq: u8, len: usize) -> io::Result<()> {
-        self.long_data += len;
-        if self.long_data <= self.max_packet {
+    /// Counts `len` more bytes of long data for statement `stmt`; past `max_packet` over all
+    /// statements the connection is refused.
+    fn add_long_data(&mut self, stmt: u32, seq: u8, len: usize) -> io::Result<()> {
+        *self.long_data.entry(stmt).or_default() += len;
+        self.long_data_total += len;
+        if self.long_data_total <= self.max_packet {
             return Ok(());
         }
         let msg = format!(
             "Got a packet bigger than 'max_allowed_packet' bytes (long data of {} > {})",
-            self.long_data, self.max_packet
+            self.long_data_total, self.max_packet
         );
         Err(self.refuse(seq, ER_NET_PACKET_TOO_LARGE, msg))
+    }
+
+    /// Statement `stmt` was executed or closed: the protocol crate dropped its long data.
+    fn drop_long_data(&mut self, stmt: u32) {
+        if let Some(n) = self.long_data.remove(&stmt) {
+            self.long_data_total -= n;
+        }
+    }
+
+    /// Answers the command whose header is at `pos` with `answer` and skips its `len` bytes.
+    fn answer_and_skip(&mut self, answer: &[u8], len: usize) -> io::Result<()> {
+        self.answer.write_all(answer)?;
+        self.answer.flush()?;
+        self.pos += 4;
+        self.at = At::Skip(len);
+        Ok(())
     }
 
     /// Calls `f` when the first command arrives (the connection has logged in).
@@ -377,6 +419,14 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                     let len = h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16;
                     let seq = h[3];
                     let first = !self.continuing;
+                    if !first && seq != self.last_seq.wrapping_add(1) {
+                        let msg = format!(
+                            "Got packets out of order (a continuation numbered {seq} after {})",
+                            self.last_seq
+                        );
+                        return Err(self.refuse(seq, ER_NET_PACKETS_OUT_OF_ORDER, msg));
+                    }
+                    self.last_seq = seq;
                     if first {
                         self.logical = 0;
                     }
@@ -398,11 +448,18 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                     let logged_in = self.client_packets > 0;
                     if first {
                         self.client_packets += 1;
-                        self.in_long_data = false;
-                    } else if self.in_long_data {
-                        self.add_long_data(seq, len)?;
+                        self.in_long_data = None;
+                    } else if let Some(stmt) = self.in_long_data {
+                        self.add_long_data(stmt, seq, len)?;
+                    }
+                    if first && seq != 0 && self.commands_began {
+                        // Every command starts a sequence at 0; the checks below see only
+                        // those, so a command numbered otherwise would bypass them.
+                        let msg = format!("Got packets out of order (a command numbered {seq})");
+                        return Err(self.refuse(seq, ER_NET_PACKETS_OUT_OF_ORDER, msg));
                     }
                     if first && seq == 0 && logged_in {
+                        self.commands_began = true;
                         if let Some(f) = self.first_command.take() {
                             f();
                         }
@@ -430,6 +487,18 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                             );
                             return Err(self.refuse(seq, ER_MALFORMED_PACKET, msg));
                         }
+                        // The statement a statement command is about (its first 4 bytes).
+                        let stmt = if min_len >= 5 {
+                            while self.available().len() < 9 {
+                                if !self.fill()? {
+                                    return Ok(0);
+                                }
+                            }
+                            let b = &self.available()[5..9];
+                            Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        } else {
+                            None
+                        };
                         let known = matches!(
                             cmd,
                             COM_QUIT
@@ -442,13 +511,38 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                                 | COM_STMT_SEND_LONG_DATA
                                 | COM_STMT_CLOSE
                         );
-                        match cmd {
-                            COM_STMT_SEND_LONG_DATA => {
-                                self.in_long_data = true;
-                                self.add_long_data(seq, len)?;
+                        match (cmd, stmt) {
+                            (COM_STMT_SEND_LONG_DATA, Some(stmt)) => {
+                                self.in_long_data = Some(stmt);
+                                self.add_long_data(stmt, seq, len)?;
                             }
-                            COM_STMT_EXECUTE | COM_STMT_CLOSE => self.long_data = 0,
+                            (COM_STMT_EXECUTE | COM_STMT_CLOSE, Some(stmt)) => {
+                                self.drop_long_data(stmt)
+                            }
                             _ => {}
+                        }
+                        if let (COM_STMT_EXECUTE, Some(stmt)) = (cmd, stmt) {
+                            if !self
+                                .params
+                                .lock()
+                                .expect("statement params")
+                                .contains_key(&stmt)
+                            {
+                                let answer = err_packet(
+                                    1,
+                                    ER_UNKNOWN_STMT_HANDLER,
+                                    b"HY000",
+                                    &format!(
+                                        "Unknown prepared statement handler ({stmt}) given to mysqld_stmt_execute"
+                                    ),
+                                );
+                                if self.continuing {
+                                    let msg = format!("Malformed communication packet (execute of unknown statement {stmt} longer than a packet)");
+                                    return Err(self.refuse(seq, ER_MALFORMED_PACKET, msg));
+                                }
+                                self.answer_and_skip(&answer, len)?;
+                                continue;
+                            }
                         }
                         if !known {
                             if self.continuing {
@@ -457,21 +551,27 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
                                 );
                                 return Err(self.refuse(seq, ER_MALFORMED_PACKET, msg));
                             }
-                            let answer = if cmd == COM_STMT_RESET {
-                                // Long data is not kept between executions: nothing to reset.
-                                ok_packet(1)
-                            } else {
-                                err_packet(
+                            let pending = stmt.is_some_and(|s| self.long_data.contains_key(&s));
+                            let answer = match cmd {
+                                // Nothing else is kept between executions: nothing to reset.
+                                COM_STMT_RESET if !pending => ok_packet(1),
+                                // The protocol crate keeps long data until the statement is
+                                // executed or closed, and cannot be told to drop it: say so
+                                // rather than answer OK and use the data anyway.
+                                COM_STMT_RESET => err_packet(
+                                    1,
+                                    ER_UNKNOWN_COM_ERROR,
+                                    b"08S01",
+                                    "COM_STMT_RESET of a statement with long data is not supported: close the statement instead",
+                                ),
+                                _ => err_packet(
                                     1,
                                     ER_UNKNOWN_COM_ERROR,
                                     b"08S01",
                                     &format!("Unknown command 0x{cmd:02x}"),
-                                )
+                                ),
                             };
-                            self.answer.write_all(&answer)?;
-                            self.answer.flush()?;
-                            self.pos += 4;
-                            self.at = At::Skip(len);
+                            self.answer_and_skip(&answer, len)?;
                             continue;
                         }
                         // opensrv-mysql answers `SELECT @@max_allowed_packet` itself with a fixed
@@ -612,6 +712,116 @@ mod tests {
             b"\x17\x07\0\0\0\0\x01\0\0\0\0\x01\x03\0\x06\0\0\0",
         ));
         assert_eq!(read_all(&mut r).unwrap(), expected);
+    }
+
+    /// The error code of the answer starting at `at` in `answers`.
+    fn code_at(answers: &[u8], at: usize) -> u16 {
+        assert_eq!(answers[at + 4], 0xff, "an error packet: {answers:?}");
+        u16::from_le_bytes([answers[at + 5], answers[at + 6]])
+    }
+
+    /// Long data for statement `stmt`: `n` bytes.
+    fn long_data(stmt: u8, n: usize) -> Vec<u8> {
+        let mut b = vec![COM_STMT_SEND_LONG_DATA, stmt, 0, 0, 0, 0, 0];
+        b.extend(std::iter::repeat_n(b'x', n));
+        b
+    }
+
+    #[test]
+    fn long_data_is_bounded_over_all_statements_until_each_is_executed_or_closed() {
+        // Closing statement 99 (not the one with long data) reset the count for all: the
+        // protocol crate went on keeping statement 1's data, without bound.
+        let params = StmtParams::default();
+        params.lock().unwrap().insert(1, 1);
+        let mut input = packet(1, b"handshake response");
+        input.extend(packet(0, &long_data(1, 800)));
+        input.extend(packet(0, b"\x19\x63\0\0\0")); // close statement 99
+        input.extend(packet(0, &long_data(1, 800)));
+        let mut answers = Vec::new();
+        let mut r = CheckedReader::new(&input[..], &mut answers, 1024, params.clone());
+        assert!(read_all(&mut r).is_err());
+        assert!(r.refused.clone().unwrap().contains("long data of 1614"));
+        drop(r);
+        assert_eq!(code_at(&answers, 0), ER_NET_PACKET_TOO_LARGE);
+        // Closing the statement itself drops its data: the same bytes again are fine.
+        let mut input = packet(1, b"handshake response");
+        input.extend(packet(0, &long_data(1, 800)));
+        input.extend(packet(0, b"\x19\x01\0\0\0")); // close statement 1
+        input.extend(packet(0, &long_data(1, 800)));
+        let mut answers = Vec::new();
+        let mut r = CheckedReader::new(&input[..], &mut answers, 1024, params);
+        assert_eq!(read_all(&mut r).unwrap(), input);
+    }
+
+    #[test]
+    fn a_command_not_numbered_zero_after_commands_began_is_refused_out_of_order() {
+        let params = StmtParams::default();
+        params.lock().unwrap().insert(1, 1);
+        let mut input = packet(1, b"handshake response");
+        input.extend(packet(3, b"auth switch response")); // login goes on: numbered on
+        input.extend(packet(0, b"\x0e")); // ping: commands began
+        input.extend(packet(1, &long_data(1, 100))); // would skip the long-data count
+        let mut answers = Vec::new();
+        let mut r = CheckedReader::new(&input[..], &mut answers, 1024, params);
+        assert!(read_all(&mut r).is_err());
+        assert!(r.refused.clone().unwrap().contains("out of order"));
+        drop(r);
+        assert_eq!(code_at(&answers, 0), ER_NET_PACKETS_OUT_OF_ORDER);
+    }
+
+    #[test]
+    fn a_continuation_not_numbered_after_the_packet_before_is_refused_out_of_order() {
+        let mut body = vec![COM_QUERY];
+        body.resize(MAX_PAYLOAD, b' ');
+        let mut input = packet(1, b"handshake response");
+        input.extend(packet(0, &body));
+        input.extend(packet(7, b"select 1")); // should be 1
+        let mut answers = Vec::new();
+        let mut r = CheckedReader::new(&input[..], &mut answers, 64 << 20, StmtParams::default());
+        assert!(read_all(&mut r).is_err());
+        drop(r);
+        assert_eq!(code_at(&answers, 0), ER_NET_PACKETS_OUT_OF_ORDER);
+        // Numbered right, it goes through.
+        let mut input = packet(1, b"handshake response");
+        input.extend(packet(0, &body));
+        input.extend(packet(1, b"select 1"));
+        let mut answers = Vec::new();
+        let mut r = CheckedReader::new(&input[..], &mut answers, 64 << 20, StmtParams::default());
+        assert_eq!(read_all(&mut r).unwrap(), input);
+    }
+
+    #[test]
+    fn executing_a_statement_never_prepared_is_answered_1243_and_the_connection_goes_on() {
+        let mut input = packet(1, b"handshake response");
+        input.extend(packet(0, b"\x17\x05\0\0\0\0\x01\0\0\0"));
+        input.extend(packet(0, b"\x0e"));
+        let mut answers = Vec::new();
+        let mut r = CheckedReader::new(&input[..], &mut answers, 1024, StmtParams::default());
+        let mut expected = packet(1, b"handshake response");
+        expected.extend(packet(0, b"\x0e"));
+        assert_eq!(read_all(&mut r).unwrap(), expected);
+        drop(r);
+        assert_eq!(code_at(&answers, 0), ER_UNKNOWN_STMT_HANDLER);
+    }
+
+    #[test]
+    fn a_reset_is_answered_ok_unless_the_statement_has_long_data_it_cannot_drop() {
+        let params = StmtParams::default();
+        params.lock().unwrap().insert(1, 1);
+        let reset = packet(0, b"\x1a\x01\0\0\0");
+        let mut input = packet(1, b"handshake response");
+        input.extend(&reset);
+        input.extend(packet(0, &long_data(1, 10)));
+        input.extend(&reset);
+        let mut answers = Vec::new();
+        let mut r = CheckedReader::new(&input[..], &mut answers, 1024, params);
+        read_all(&mut r).unwrap();
+        drop(r);
+        assert_eq!(answers[4], 0x00, "the first reset: OK");
+        assert_eq!(
+            code_at(&answers, 4 + answers[0] as usize),
+            ER_UNKNOWN_COM_ERROR
+        );
     }
 
     #[test]

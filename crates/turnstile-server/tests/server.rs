@@ -383,6 +383,40 @@ fn an_unsupported_statement_answers_1235_and_the_connection_stays_usable() {
 }
 
 #[test]
+fn hostile_statements_are_answered_and_neither_the_connection_nor_the_server_goes_down() {
+    // Each of these aborted the whole server (a stack overflow in a connection thread) or
+    // dropped the connection (a panic in the SQL parser), or pinned a CPU for hours.
+    let (s, dir) = server("hostile");
+    let mut c = connect(&s);
+    let like = format!("SHOW VARIABLES LIKE '{}'", "%".repeat(100_000));
+    let rows: Vec<(String, String)> = c.query(&like).unwrap();
+    assert!(!rows.is_empty(), "every variable matches");
+    let slow_like = format!("SHOW GLOBAL STATUS LIKE '{}!'", "%_".repeat(25));
+    let rows: Vec<(String, String)> = c.query(&slow_like).unwrap();
+    assert!(rows.is_empty());
+    assert_eq!(
+        code(c.query_drop("SELECT c FROM sbtest1 WHERE id = 1 DIV")),
+        1064
+    );
+    for chain in [" IS NULL", " IN (1)"] {
+        let sql = format!(
+            "SELECT c FROM sbtest1 WHERE id = 1{}",
+            chain.repeat(200_000)
+        );
+        assert_eq!(code(c.query_drop(&sql)), 1235, "{chain}");
+    }
+    let got: Option<String> = c.query_first("SELECT c FROM sbtest1 WHERE id=1").unwrap();
+    assert_eq!(got, Some(c_of(1)), "the connection is still usable");
+    assert_eq!(
+        s.stats().panics.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn the_mysql_clients_chatter_is_answered() {
     let (s, dir) = server("chatter");
     let mut c = connect(&s);
