@@ -796,6 +796,10 @@ impl Engine {
     pub fn create_table(&self, name: &str) -> Result<()> {
         check_name(name)?;
         self.check_running()?;
+        if self.locks.is_fenced(name) {
+            // Being loaded: its tables may be gone for a moment.
+            return Err(EngineError::TableExists(name.to_string()));
+        }
         let index = format!("{name}_k");
         let mut w = self.db.begin_write()?;
         w.set_durability(Durability::Immediate);
@@ -913,9 +917,36 @@ impl Engine {
             return Ok(false);
         }
         let index = format!("{name}_k");
+        // No row lock is granted on the table while it is rebuilt, and none may be held when
+        // it starts: a commit between two batches left index entries for rows the load then
+        // overwrote, and a drop between them left a table marked loaded but short.
+        let _fence = self.locks.fence(name).ok_or_else(|| {
+            EngineError::BadInput(format!(
+                "Table '{name}' has uncommitted changes in an open transaction, or is being loaded; it cannot be rebuilt now"
+            ))
+        })?;
         {
             let mut w = self.db.begin_write()?;
             w.set_durability(Durability::None);
+            // Only this table's own storage is replaced: redb deletes a table by its name
+            // alone, so a user table named `<name>_k`, or `<name>` being another table's
+            // index, would have been destroyed.
+            let registered =
+                |w: &redb::WriteTransaction, t: &str| -> Result<bool> {
+                    Ok(w.open_table(TABLES)?.get(t)?.is_some()
+                        || w.open_table(META)?.get(t)?.is_some())
+                };
+            let exists = |w: &redb::WriteTransaction, t: &str| -> Result<bool> {
+                Ok(w.list_tables()?.any(|x| x.name() == t))
+            };
+            if exists(&w, name)? && !registered(&w, name)? {
+                // Another table's index (`<table>_k`).
+                return Err(EngineError::TableExists(name.to_string()));
+            }
+            if w.open_table(TABLES)?.get(index.as_str())?.is_some() {
+                // A user table with the name this table's index needs.
+                return Err(EngineError::TableExists(index));
+            }
             w.delete_table(rows_table(name))?;
             w.delete_table(index_table(&index))?;
             w.open_table(META)?.remove(name)?;
@@ -973,36 +1004,45 @@ impl Engine {
         // Rewriting a table under an in-doubt transaction would leave recovery to apply it
         // over other rows.
         self.check_running()?;
-        let extra: Vec<(u32, u32)> = {
-            let r = self.db.begin_read()?;
-            let t = open_rows(&r, name)?;
-            let mut v = Vec::new();
-            for item in t.range(rows.saturating_add(1)..=u32::MAX)? {
-                if rows == u32::MAX {
-                    break;
-                }
-                let (k, val) = item?;
-                v.push((k.value(), Row::decode(k.value(), val.value()).k));
-            }
-            v
-        };
+        // No row lock held or granted meanwhile: an update committed between reading the
+        // rows and deleting them left an index entry for its new `k`, and an uncommitted one
+        // would put a deleted row back when it commits.
+        let _fence = self.locks.fence(name).ok_or_else(|| {
+            EngineError::BadInput(format!(
+                "Table '{name}' has uncommitted changes in an open transaction, or is being loaded; it cannot be truncated now"
+            ))
+        })?;
         self.autoinc_lock().remove(name);
-        if extra.is_empty() {
+        if rows == u32::MAX {
             return Ok(0);
         }
+        // The table exists (a write transaction would create it), and stays: a drop is
+        // refused while it is fenced.
+        open_rows(&self.db.begin_read()?, name)?;
         let mut w = self.db.begin_write()?;
         w.set_durability(Durability::Immediate);
-        {
+        let removed = {
             let index = format!("{name}_k");
             let mut t = w.open_table(rows_table(name))?;
-            let mut ix = w.open_table(index_table(&index))?;
-            for &(id, k) in &extra {
-                t.remove(id)?;
-                ix.remove(index_key(k, id))?;
+            let mut ids = Vec::new();
+            for item in t.range(rows + 1..=u32::MAX)? {
+                ids.push(item?.0.value());
             }
+            let mut ix = w.open_table(index_table(&index))?;
+            for &id in &ids {
+                // The index entry of the row as it is in this same transaction.
+                if let Some(v) = t.remove(id)? {
+                    let k = Row::decode(id, v.value()).k;
+                    ix.remove(index_key(k, id))?;
+                }
+            }
+            ids.len() as u64
+        };
+        if removed == 0 {
+            return Ok(0);
         }
         w.commit()?;
-        Ok(extra.len() as u64)
+        Ok(removed)
     }
 
     /// Counts the committed rows of `name` directly, without the gate (for checks).
@@ -1510,8 +1550,11 @@ impl Drop for Connection {
     }
 }
 
-fn refused(engine: &Engine, r: Refused) -> EngineError {
+fn refused(engine: &Engine, r: Refused, table: &str) -> EngineError {
     match r {
+        Refused::Fenced => EngineError::BadInput(format!(
+            "Table '{table}' is being loaded or truncated; try again when that is over"
+        )),
         Refused::Deadlock => {
             engine.stats.deadlocks.fetch_add(1, Ordering::Relaxed);
             EngineError::Deadlock
@@ -1554,11 +1597,11 @@ fn write_in_call(
                 call.step_out(StepOutReason::RowLockWait, || {
                     engine.locks.lock(txn.id, &key, timeout)
                 })
-                .map_err(|r| refused(engine, r))?;
+                .map_err(|r| refused(engine, r, table))?;
                 txn.locks.insert(key.clone());
                 call.resume()?;
             }
-            Err(r) => return Err(refused(engine, r)),
+            Err(r) => return Err(refused(engine, r, table)),
         }
         txn.locks.insert(key);
     }

@@ -7,7 +7,7 @@
 //! cycle). The requester that would close a cycle is the victim (InnoDB picks the lighter
 //! transaction; ours is the one that asked last, which is also what a two-session test sees).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,12 +23,16 @@ pub(crate) enum Refused {
     Busy,
     /// Not granted within the lock wait timeout.
     Timeout,
+    /// The table is being rewritten by a bulk operation ([`LockManager::fence`]).
+    Fenced,
 }
 
 #[derive(Default)]
 struct Table {
     owners: HashMap<Key, u64>,
     waits: HashMap<u64, Key>,
+    /// Tables a bulk operation is rewriting: no row lock is granted on them meanwhile.
+    fenced: HashSet<String>,
 }
 
 impl Table {
@@ -61,6 +65,9 @@ impl LockManager {
     /// (`Deadlock` without waiting when waiting would close a cycle).
     pub(crate) fn try_lock(&self, txn: u64, key: &Key) -> Result<(), Refused> {
         let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if t.fenced.contains(&key.0) {
+            return Err(Refused::Fenced);
+        }
         match t.owners.get(key) {
             None => {
                 t.owners.insert(key.clone(), txn);
@@ -77,6 +84,10 @@ impl LockManager {
         let deadline = Instant::now().checked_add(timeout);
         let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
         loop {
+            if t.fenced.contains(&key.0) {
+                t.waits.remove(&txn);
+                return Err(Refused::Fenced);
+            }
             match t.owners.get(key) {
                 None => {
                     t.waits.remove(&txn);
@@ -134,12 +145,39 @@ impl LockManager {
     /// not dropped under them.
     pub(crate) fn while_table_unlocked<R>(&self, table: &str, f: impl FnOnce() -> R) -> Option<R> {
         let t = self.table.lock().unwrap_or_else(|p| p.into_inner());
-        if t.owners.keys().any(|(name, _)| name == table) {
+        if t.fenced.contains(table) || t.owners.keys().any(|(name, _)| name == table) {
             return None;
         }
         let r = f();
         drop(t);
         Some(r)
+    }
+
+    /// Fences `table` off for a bulk operation (a load, a truncation): until the returned
+    /// guard is dropped, no row lock is granted on it (`Fenced`: writers are refused rather
+    /// than made to wait for a load), and [`LockManager::while_table_unlocked`] refuses it.
+    /// `None` if a transaction holds a lock on one of its rows (uncommitted changes a bulk
+    /// rewrite would race with) or it is already fenced. Unlike `while_table_unlocked` it
+    /// does not keep the lock table locked while the operation runs.
+    pub(crate) fn fence<'a>(&'a self, table: &str) -> Option<Fence<'a>> {
+        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if t.fenced.contains(table) || t.owners.keys().any(|(name, _)| name == table) {
+            return None;
+        }
+        t.fenced.insert(table.to_string());
+        Some(Fence {
+            locks: self,
+            table: table.to_string(),
+        })
+    }
+
+    /// Whether `table` is fenced off now.
+    pub(crate) fn is_fenced(&self, table: &str) -> bool {
+        self.table
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .fenced
+            .contains(table)
     }
 
     /// Locks held right now (for checks).
@@ -149,6 +187,20 @@ impl LockManager {
             .unwrap_or_else(|p| p.into_inner())
             .owners
             .len()
+    }
+}
+
+/// See [`LockManager::fence`]: the table is open to row locks again when this is dropped
+/// (also by a panic or an error in the bulk operation).
+pub(crate) struct Fence<'a> {
+    locks: &'a LockManager,
+    table: String,
+}
+
+impl Drop for Fence<'_> {
+    fn drop(&mut self) {
+        let mut t = self.locks.table.lock().unwrap_or_else(|p| p.into_inner());
+        t.fenced.remove(&self.table);
     }
 }
 
