@@ -191,10 +191,20 @@ fn per_seed<P: Clone, R>(
 }
 
 /// Emits one report, or with `--json` and several seeds, all of them.
-fn emit_seeds<T: serde::Serialize>(json: bool, reports: &[T], text: String) -> Result<(), String> {
+fn emit_seeds<T: serde::Serialize>(
+    json: bool,
+    reports: &[T],
+    mut text: String,
+    first_seed: u64,
+) -> Result<(), String> {
     if reports.len() == 1 {
         emit(json, &reports[0], text)
     } else {
+        // Only the columns given as mean ± 95 % CI are taken across the seeds.
+        text.push_str(&format!(
+            "\nOver {} seeds: figures shown as mean ± 95 % CI are across them; every other figure above is the first seed's (seed {first_seed}). `--json` gives each seed's report.\n",
+            reports.len()
+        ));
         emit(json, &reports, text)
     }
 }
@@ -257,7 +267,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
                 }
             }
             s.push_str(&speed_line(&r.speed));
-            emit_seeds(a.json, &reps, s)
+            emit_seeds(a.json, &reps, s, p.seed)
         }
         Scenario::Tickets => {
             let mut p: TicketsParams = load(&a.config)?;
@@ -278,7 +288,8 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
                     s,
                     "| {} | {} | {:.2} | {} | {:.2} | {:.0} | {} | {} | {:.0} |",
                     x.wake_base_us,
-                    x.tickets,
+                    x.tickets
+                        .map_or_else(|| "– (quantum)".to_string(), |t| t.to_string()),
                     x.alone_s,
                     x.concurrent_s
                         .iter()
@@ -301,9 +312,10 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
                 for (i, x) in r.runs.iter().enumerate() {
                     let _ = writeln!(
                         s,
-                        "- wake {} µs, {} tickets: {}",
+                        "- wake {} µs, {}: {}",
                         x.wake_base_us,
-                        x.tickets,
+                        x.tickets
+                            .map_or_else(|| "its quantum".to_string(), |t| format!("{t} tickets")),
                         across(&reps, |q| {
                             let y = &q.runs[i];
                             y.concurrent_s.iter().copied().fold(0.0, f64::max) / y.alone_s
@@ -312,7 +324,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
                 }
             }
             s.push_str(&speed_line(&r.speed));
-            emit_seeds(a.json, &reps, s)
+            emit_seeds(a.json, &reps, s, p.seed)
         }
         Scenario::Timer => {
             let mut p: TimerParams = load(&a.config)?;
@@ -355,7 +367,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
                 );
             }
             s.push_str(&speed_line(&r.speed));
-            emit_seeds(a.json, &reps, s)
+            emit_seeds(a.json, &reps, s, p.oltp.seed)
         }
         Scenario::Oltp => {
             crate::repro_cmd::check_writable("chart folder", &a.out)?;
@@ -432,7 +444,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
             }
             s.push_str(&speed_line(&r.speed));
             eprintln!("chart: {}", oltp_chart(r, real.as_deref(), &a.out)?);
-            emit_seeds(a.json, &reps, s)
+            emit_seeds(a.json, &reps, s, p.seed)
         }
         Scenario::Pileup => {
             let mut p: PileupParams = load(&a.config)?;
@@ -482,7 +494,7 @@ pub fn run(a: &SimArgs) -> Result<(), String> {
                 }
             }
             s.push_str(&speed_line(&r.speed));
-            emit_seeds(a.json, &reps, s)
+            emit_seeds(a.json, &reps, s, p.seed)
         }
     }
 }

@@ -23,7 +23,6 @@
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BinaryHeap, VecDeque};
-use std::time::Duration;
 
 use turnstile::policy::queue::Release;
 use turnstile::policy::{
@@ -1105,6 +1104,16 @@ impl Sim {
             return false;
         };
         self.threads[tid as usize].pending = Some(a);
+        if self.threads[tid as usize].owed_ns > 0 {
+            // What the thread owes for calls made after its last burst (waking a waiter its
+            // exit released) is paid before it takes the gate's mutex: the real driver
+            // signals after unlocking, not inside the next critical section, which the cost
+            // (a µs against a section's tens of ns) would have stretched many times over.
+            let t = &mut self.threads[tid as usize];
+            t.after_cpu = Resume::GateMutex;
+            self.start_cpu(c, tid);
+            return false;
+        }
         let Some(m) = self.gate_mutex.as_mut() else {
             let t = &mut self.threads[tid as usize];
             t.cpu_left = self.gate_call_ns;
@@ -1213,6 +1222,34 @@ impl Sim {
         }
     }
 
+    /// `tid` calls `sched_yield` on `core`, then asks the gate again.
+    fn yield_core(&mut self, core: u32, tid: Tid) {
+        let t = &mut self.threads[tid as usize];
+        if self.runq.is_empty() && self.runq_woken.is_empty() {
+            // Nobody to yield to: the call returns after its own cost.
+            t.cpu_left = self.m.yield_ns;
+            t.after_cpu = Resume::RetryEnter;
+            self.start_cpu(core, tid);
+            return;
+        }
+        // CFS's yield: the threads waiting for a core go first (the global run queues stand
+        // for per-core ones: up to one thread per core), then this thread runs again. The
+        // woken threads waiting go first as they would anyway; the rest of those places go
+        // to the preempted threads waiting, ahead of which `pick_next` would otherwise have
+        // put the yielder (it serves the woken queue first), giving it its core straight
+        // back at the price of a switch.
+        t.resume = Resume::RetryEnter;
+        let cores = self.m.cores as usize;
+        let woken = self.runq_woken.len();
+        if woken >= cores || self.runq.is_empty() {
+            self.runq_woken.insert(woken.min(cores), (tid, self.now));
+        } else {
+            let at = (cores - woken).min(self.runq.len());
+            self.runq.insert(at, (tid, self.now));
+        }
+        self.release_core(core);
+    }
+
     fn admitted(&mut self, tid: Tid, a: Admission) {
         let counted = a.hold.kind() != HoldKind::Uncounted;
         let t = &mut self.threads[tid as usize];
@@ -1267,37 +1304,26 @@ impl Sim {
                 self.admitted(tid, a);
                 true
             }
+            Step::Sleep(d) if d.is_zero() => {
+                // The real session yields for a zero sleep (`polling`'s delay halved to 0)
+                // rather than arm a timer: no context switch when nobody else waits.
+                self.gate_counts.sleeps += 1;
+                self.yield_core(core, tid);
+                false
+            }
             Step::Sleep(d) => {
                 self.gate_counts.sleeps += 1;
                 self.threads[tid as usize].resume = Resume::RetryEnter;
                 // A timed wake-up pays the timer's overshoot (which includes waking the
                 // sleeper) and the scheduler's per-runnable work, as a signalled one does.
-                let d = if d > Duration::ZERO {
-                    d.as_nanos() as u64 + self.wake_latency(self.m.timer_slack_ns)
-                } else {
-                    0
-                };
+                let d = d.as_nanos() as u64 + self.wake_latency(self.m.timer_slack_ns);
                 self.push(self.now.saturating_add(d), Ev::Ready { tid });
                 self.release_core(core);
                 false
             }
             Step::Yield => {
                 self.gate_counts.yields += 1;
-                let t = &mut self.threads[tid as usize];
-                if self.runq.is_empty() && self.runq_woken.is_empty() {
-                    // Nobody to yield to: the call returns after its own cost.
-                    t.cpu_left = self.m.yield_ns;
-                    t.after_cpu = Resume::RetryEnter;
-                    self.start_cpu(core, tid);
-                } else {
-                    // CFS's yield: the threads waiting for a core go first (the global run
-                    // queue stands for per-core ones: up to one thread per core), then this
-                    // thread runs again.
-                    t.resume = Resume::RetryEnter;
-                    let at = self.runq_woken.len().min(self.m.cores as usize);
-                    self.runq_woken.insert(at, (tid, self.now));
-                    self.release_core(core);
-                }
+                self.yield_core(core, tid);
                 false
             }
             Step::Reject(r) => unreachable!("the simulator sets no queue cap: {r:?}"),
@@ -1544,6 +1570,7 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// CPU work forever, in bursts of `ns`, marking each burst done.
     struct Spin(u64, bool);
@@ -1639,6 +1666,123 @@ mod tests {
         assert_eq!(woken_done_at(Some(1_000_000), 2_000_000), 2_010_000);
         // Woken inside the protection: it waits for its end, not for the slice's.
         assert_eq!(woken_done_at(Some(1_000_000), 400_000), 1_010_000);
+    }
+
+    #[test]
+    fn a_yield_lets_a_preempted_thread_run_first() {
+        // One core, `timer` at limit 1: the holder (5 ms of CPU) is preempted at its 4 ms
+        // slice; the other thread, refused, yields. The holder must get the core back and
+        // finish, so that the yielder's retry gets in without a sleep. The yielder used to get
+        // its own core straight back (the woken queue went first), sleep 10 ms and finish at
+        // 14.06 ms. Virtual time: exact, nothing measured.
+        let m = MachineConfig {
+            context_switch_ns: 0,
+            ..machine()
+        };
+        let mut sim = Sim::new(m, GateConfig::new(Policy::Timer).limit(1), 1).unwrap();
+        let holder = vec![Op::Enter, Op::Cpu(5_000_000), Op::EndStatement, Op::Done(0)];
+        sim.spawn(Box::new(Script(holder, 0)));
+        let b = sim.spawn(Box::new(Script(
+            vec![Op::Enter, Op::EndStatement, Op::Done(1)],
+            0,
+        )));
+        sim.run_until(50_000_000);
+        assert_eq!(sim.gate_counts.yields, 1);
+        assert_eq!(
+            sim.gate_counts.sleeps, 0,
+            "finished at {}",
+            sim.done_at[b as usize]
+        );
+    }
+
+    #[test]
+    fn a_wake_call_is_paid_before_the_next_gate_critical_section_not_inside_it() {
+        // Two cores, `classic` at limit 1, a 50 µs wake call: A's exit releases B; A then
+        // enters again. The call used to be charged inside A's next critical section, holding
+        // the gate's mutex 50 µs, so B (which needs the mutex to take its slot) finished at
+        // 51.5 µs; the real driver signals after unlocking.
+        let m = MachineConfig {
+            cores: 2,
+            context_switch_ns: 0,
+            mutex_handoff_ns: 100,
+            mutex_uncontended_ns: 100,
+            wake_call_ns: 50_000,
+            wake_call_idle_ns: 50_000,
+            time_slice_ns: 100_000_000,
+            ..machine()
+        };
+        let g = GateConfig::new(Policy::Classic)
+            .limit(1)
+            .tickets(1)
+            .sleep_delay(Duration::ZERO);
+        let mut sim = Sim::new(m, g, 1).unwrap();
+        sim.spawn(Box::new(Script(
+            vec![
+                Op::Enter,
+                Op::Cpu(1_000),
+                Op::EndStatement,
+                Op::Enter,
+                Op::Cpu(1_000),
+                Op::EndStatement,
+                Op::Done(0),
+            ],
+            0,
+        )));
+        let b = sim.spawn(Box::new(Script(
+            vec![
+                Op::Think(500),
+                Op::Enter,
+                Op::Cpu(1_000),
+                Op::EndStatement,
+                Op::Done(1),
+            ],
+            0,
+        )));
+        sim.run_until(10_000_000);
+        assert!(
+            sim.done_at[b as usize] < 10_000,
+            "B finished at {}",
+            sim.done_at[b as usize]
+        );
+    }
+
+    #[test]
+    fn a_zero_polling_sleep_is_a_yield_not_a_context_switch() {
+        // `polling` with its delay at 0 yields (the real session's `yield_now`): with nobody
+        // else waiting for the core, no switch. It used to count a switch and pay one per
+        // poll (333 polls: 335 switches, 1 ms of switching).
+        let m = MachineConfig {
+            yield_ns: 500,
+            context_switch_ns: 3_000,
+            ..machine()
+        };
+        let g = GateConfig::new(Policy::Polling)
+            .limit(1)
+            .sleep_delay(Duration::ZERO)
+            .adaptive_max_sleep_delay(Duration::ZERO);
+        let mut sim = Sim::new(m, g, 1).unwrap();
+        sim.spawn(Box::new(Script(
+            vec![
+                Op::Enter,
+                Op::Think(1_000_000),
+                Op::EndStatement,
+                Op::Done(0),
+            ],
+            0,
+        )));
+        sim.spawn(Box::new(Script(
+            vec![Op::Enter, Op::EndStatement, Op::Done(1)],
+            0,
+        )));
+        sim.run_until(5_000_000);
+        assert!(sim.gate_counts.sleeps > 100, "it polled");
+        assert!(
+            sim.switches < 10,
+            "{} zero sleeps cost {} context switches and {} ns",
+            sim.gate_counts.sleeps,
+            sim.switches,
+            sim.switch_ns
+        );
     }
 
     /// A fixed list of operations, then halt.

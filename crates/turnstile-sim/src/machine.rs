@@ -171,6 +171,15 @@ impl MachineConfig {
             return Err(format!("cores = {} is out of range: 1..=4096", self.cores));
         }
         const MAX: u64 = 10_000_000_000;
+        // A slice shorter than 10 µs is no scheduler's (Linux's shortest granularity is
+        // 0.75 ms), and costs an event per slice per busy core: `4`, meant as ms, made a
+        // default point take hours.
+        if self.time_slice_ns != 0 && self.time_slice_ns < 10_000 {
+            return Err(format!(
+                "time_slice_ns = {} must be 0 (run to completion) or at least 10,000 ns",
+                self.time_slice_ns
+            ));
+        }
         if self
             .switch_by_threads
             .windows(2)

@@ -142,8 +142,8 @@ pub struct MvaReport {
 /// Runs the MVA check: every overhead at zero, one core, no gate.
 pub fn mva_check(p: &MvaParams) -> Result<MvaReport, String> {
     check_counts("mva-check", "populations", &p.n, MAX_SIM_THREADS)?;
-    if p.completions == 0 {
-        return Err("mva-check: completions must be positive".into());
+    if p.completions == 0 || p.completions > 100_000_000 {
+        return Err("mva-check: completions must be 1 to 100,000,000".into());
     }
     check_cost("mva-check", "cpu_ms", p.cpu_ms, 1e6, true)?;
     check_cost("mva-check", "disk_ms", p.disk_ms, 1e6, false)?;
@@ -196,11 +196,35 @@ pub fn mva_check(p: &MvaParams) -> Result<MvaReport, String> {
 // ---------------------------------------------------------------------------------------------
 // Seed 000
 
+/// A scenario's `[machine]` table read over the scenario's own machine `base`: the fields it
+/// leaves out keep `base`'s values. (`MachineConfig`'s own defaults, 8 cores, filled them in:
+/// `[machine] wake_base_ns = 5000` made a 4-core scenario run on 8 cores.)
+fn machine_over<'de, D: serde::Deserializer<'de>>(
+    base: MachineConfig,
+    d: D,
+) -> Result<MachineConfig, D::Error> {
+    use serde::de::Error;
+    let given = toml::Table::deserialize(d)?;
+    let mut t = toml::Table::try_from(&base).map_err(D::Error::custom)?;
+    t.extend(given);
+    t.try_into().map_err(D::Error::custom)
+}
+
+fn tickets_machine<'de, D: serde::Deserializer<'de>>(d: D) -> Result<MachineConfig, D::Error> {
+    machine_over(TicketsParams::default().machine, d)
+}
+
+fn pileup_machine<'de, D: serde::Deserializer<'de>>(d: D) -> Result<MachineConfig, D::Error> {
+    machine_over(PileupParams::default().machine, d)
+}
+
 /// Settings of the tickets scenario.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TicketsParams {
-    /// The machine (default: 4 cores, default overheads).
+    /// The machine (default: 4 cores, default overheads). A `[machine]` table given changes
+    /// only the fields it names.
+    #[serde(deserialize_with = "tickets_machine")]
     pub machine: MachineConfig,
     /// Rows per scan (the seed's table).
     pub rows: u64,
@@ -256,8 +280,8 @@ mod policy_name {
 pub struct TicketsRun {
     /// Policy.
     pub policy: &'static str,
-    /// Tickets.
-    pub tickets: u32,
+    /// Tickets; `None` for `auto` (its time quantum instead, its limit fixed at 1).
+    pub tickets: Option<u32>,
     /// Wake-up base latency used, µs.
     pub wake_base_us: u64,
     /// Rows per scan.
@@ -294,11 +318,13 @@ fn scans(
     tickets: u32,
     n: usize,
 ) -> Result<(Vec<f64>, Sim), String> {
-    let mut sim = Sim::new(
-        m.clone(),
-        gate(p.policy, 1, tickets, p.sleep_delay_us),
-        p.seed,
-    )?;
+    let mut g = gate(p.policy, 1, tickets, p.sleep_delay_us);
+    if p.policy == Policy::Auto {
+        // The scenario's limit of 1, not the cores `auto` would start at: the scans take
+        // turns by its quantum, as `repro tickets` runs it.
+        g = g.adaptive_limit(false);
+    }
+    let mut sim = Sim::new(m.clone(), g, p.seed)?;
     for _ in 0..n {
         sim.spawn(Box::new(Scan::new(p.rows, p.row_ns)));
     }
@@ -314,16 +340,54 @@ fn scans(
     Ok((done, sim))
 }
 
+/// The most rows a simulated scan may have: `repro tickets`' seed table is 9 M.
+const MAX_SCAN_ROWS: u64 = 1_000_000_000;
+
+fn check_tickets(p: &TicketsParams) -> Result<(), String> {
+    if p.rows == 0 || p.rows > MAX_SCAN_ROWS {
+        return Err(format!(
+            "tickets: rows = {} must be 1 to {MAX_SCAN_ROWS}",
+            p.rows
+        ));
+    }
+    check_cost("tickets", "row_ns", p.row_ns as f64, 1.0, true)?;
+    // The run's own bound (20 × the scan's CPU, see `scans`) must fit the clock.
+    if (p.rows as f64) * (p.row_ns as f64) * 20.0 > 1e18 {
+        return Err("tickets: rows × row_ns is too long a scan to simulate".into());
+    }
+    if p.tickets.is_empty() || p.tickets.contains(&0) {
+        return Err("tickets: tickets must list positive counts".into());
+    }
+    if p.wake_sweep_us.is_empty() || p.wake_sweep_us.iter().any(|&w| w > 10_000_000) {
+        return Err("tickets: wake_sweep_us must list wake-up latencies of at most 10 s".into());
+    }
+    check_cost(
+        "tickets",
+        "sleep_delay_us",
+        p.sleep_delay_us as f64,
+        1e3,
+        false,
+    )
+}
+
 /// Runs seed 000 at its scale.
 pub fn tickets(p: &TicketsParams) -> Result<TicketsReport, String> {
+    check_tickets(p)?;
     let mut clock = Clock::new();
     let mut runs = Vec::new();
+    // `auto` runs once per wake-up latency: it has a quantum, not tickets.
+    let settings: Vec<Option<u32>> = if p.policy == Policy::Auto {
+        vec![None]
+    } else {
+        p.tickets.iter().copied().map(Some).collect()
+    };
     for &wake in &p.wake_sweep_us {
         let m = MachineConfig {
             wake_base_ns: wake * 1000,
             ..p.machine.clone()
         };
-        for &t in &p.tickets {
+        for &setting in &settings {
+            let t = setting.unwrap_or(1);
             let (alone, s1) = scans(p, &m, t, 1)?;
             clock.add(&s1);
             let (conc, s2) = scans(p, &m, t, 2)?;
@@ -331,7 +395,7 @@ pub fn tickets(p: &TicketsParams) -> Result<TicketsReport, String> {
             let g = s2.gate_counts;
             runs.push(TicketsRun {
                 policy: p.policy.name(),
-                tickets: t,
+                tickets: setting,
                 wake_base_us: wake,
                 rows: p.rows,
                 alone_s: alone[0],
@@ -801,8 +865,9 @@ fn check_oltp(p: &OltpParams) -> Result<(), String> {
     check_counts("oltp", "thread counts", &p.threads, MAX_SIM_THREADS)?;
     check_seconds("oltp", "seconds", p.seconds, false)?;
     check_seconds("oltp", "warmup_seconds", p.warmup_seconds, true)?;
-    if p.range == 0 {
-        return Err("oltp: range must be positive".into());
+    // A range's rows are sent one by one: a billion of them would never end a transaction.
+    if p.range == 0 || p.range > 1_000_000 {
+        return Err(format!("oltp: range = {} must be 1 to 1,000,000", p.range));
     }
     // Every transaction makes point selects: their cost is the one that must be positive.
     check_cost("oltp", "point_us", p.point_us, 1e3, true)?;
@@ -966,7 +1031,9 @@ pub fn timer(p: &TimerParams) -> Result<TimerReport, String> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PileupParams {
-    /// The machine (the seed's 4 cores).
+    /// The machine (the seed's 4 cores). A `[machine]` table given changes only the fields
+    /// it names.
+    #[serde(deserialize_with = "pileup_machine")]
     pub machine: MachineConfig,
     /// Table counts.
     pub tables: Vec<usize>,
@@ -1495,6 +1562,81 @@ mod tests {
             .unwrap_err();
             assert!(e.contains("cpu_ms"), "{v}: {e}");
         }
+    }
+
+    #[test]
+    fn inputs_that_would_never_end_overflow_or_report_nan_are_refused_with_a_reason() {
+        // A time slice meant as ms: an event per nanosecond per busy core.
+        let m = MachineConfig {
+            time_slice_ns: 4,
+            ..MachineConfig::default()
+        };
+        assert!(m.validate().unwrap_err().contains("time_slice_ns"));
+        assert!(MachineConfig {
+            time_slice_ns: 0,
+            ..MachineConfig::default()
+        }
+        .validate()
+        .is_ok());
+        // MVA: completions without bound.
+        let e = mva_check(&MvaParams {
+            completions: u64::MAX,
+            ..MvaParams::default()
+        })
+        .unwrap_err();
+        assert!(e.contains("completions"), "{e}");
+        // OLTP: a range that never ends a transaction.
+        let e = oltp(&OltpParams {
+            range: u64::MAX,
+            ..OltpParams::default()
+        })
+        .unwrap_err();
+        assert!(e.contains("range"), "{e}");
+        // Tickets: no rows (÷ alone NaN), a scan past the clock, no tickets.
+        for (f, what) in [
+            (
+                (|p: &mut TicketsParams| p.rows = 0) as fn(&mut TicketsParams),
+                "rows",
+            ),
+            (|p| p.row_ns = u64::MAX / 2, "row_ns"),
+            (|p| p.tickets = vec![0], "tickets"),
+            (|p| p.wake_sweep_us = vec![u64::MAX], "wake_sweep_us"),
+        ] {
+            let mut p = TicketsParams::default();
+            f(&mut p);
+            let e = tickets(&p).unwrap_err();
+            assert!(e.contains(what), "{what}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_partial_machine_table_changes_only_its_fields_of_the_scenarios_machine() {
+        // The 4-core scenarios ran on 8 cores (the machine's own default) once a
+        // `[machine]` table named any field.
+        let p: PileupParams = toml::from_str("[machine]\nwake_base_ns = 5000\n").unwrap();
+        assert_eq!(p.machine.cores, PileupParams::default().machine.cores);
+        assert_eq!(p.machine.wake_base_ns, 5000);
+        let t: TicketsParams = toml::from_str("[machine]\nyield_ns = 7\n").unwrap();
+        assert_eq!(t.machine.cores, 4);
+        assert_eq!(t.machine.yield_ns, 7);
+        // An unknown field is still refused.
+        assert!(toml::from_str::<PileupParams>("[machine]\nwake_base = 5\n").is_err());
+    }
+
+    #[test]
+    fn auto_in_the_tickets_scenario_runs_once_at_the_scenarios_limit_of_one() {
+        let p = TicketsParams {
+            policy: Policy::Auto,
+            rows: 2000,
+            wake_sweep_us: vec![20],
+            ..TicketsParams::default()
+        };
+        let r = tickets(&p).unwrap();
+        assert_eq!(r.runs.len(), 1, "one run: a quantum, not two ticket counts");
+        assert_eq!(r.runs[0].tickets, None);
+        // At a limit of 1 the second scan waits for the first (or its quantum): never
+        // both at once as with the cores' limit.
+        assert!(r.runs[0].queue_waits >= 1, "{:?}", r.runs[0]);
     }
 
     #[test]

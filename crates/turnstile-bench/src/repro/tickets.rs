@@ -146,7 +146,11 @@ pub fn run(
             None => GateConfig::new(policy).limit(1).adaptive_limit(false),
         };
         let gate = Gate::new(config)?;
-        let _watched = crate::live::watch(format!("tickets/{what}"), &gate);
+        let label = match tickets {
+            Some(t) => format!("tickets/{policy}/{t} tickets"),
+            None => format!("tickets/{policy}/quantum"),
+        };
+        let _watched = crate::live::watch(label, &gate);
         let mut alone = Vec::new();
         let mut rows = 0;
         for _ in 0..cfg.alone_reps {
