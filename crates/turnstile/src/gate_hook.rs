@@ -36,7 +36,7 @@
 //! so a thread-local would be shared between them, and its models never park on the real
 //! lock (they drive the lock's algorithm with a table of their own).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use crate::gate::GateInner;
 use crate::monitor::{Counter, SessionState, StepOutReason};
@@ -89,21 +89,31 @@ thread_local! {
     /// The wake record this thread's queued reclaims wait on: its own, not the session's. A
     /// session that moved threads may be waiting on its own record at the same moment (its
     /// new thread queued for it), and a record holds one release: two waits on it would lose
-    /// one. A thread has at most one reclaim queued at a time; release ids only grow, so an
-    /// old release never matches a new wait.
+    /// one. A thread has at most one reclaim queued at a time, and each wait gets exactly one
+    /// release: the record is cleared before each (wait ids are per gate, so a release from
+    /// one gate must not be read against a wait in another).
     static RECLAIM_WAKE: Arc<SessionShared> = Arc::new(SessionShared::new(0, String::new()));
-    /// Its address identifies the thread.
-    static TOKEN: Token = const { Token(0) };
+    /// This thread's token (0: not drawn yet).
+    static TOKEN: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Aligned so that a token's low two bits are 0 and hold a state.
-#[repr(align(8))]
-struct Token(#[allow(dead_code)] u8);
+/// The next token to draw: a multiple of 8 (the low two bits hold a state), never reused.
+/// A thread-local's address was the token before, and a new thread given a dead one's
+/// stack had the dead one's token: sessions that thread had marked were taken for the new
+/// thread's own, not recorded on it, and its lock waits lent nothing for them.
+static NEXT_TOKEN: AtomicUsize = AtomicUsize::new(8);
 
-/// This thread's token.
+/// This thread's token: drawn once, unique among the process's threads for its lifetime.
 #[inline]
 pub(crate) fn token() -> usize {
-    TOKEN.with(|t| t as *const Token as usize)
+    TOKEN.with(|t| match t.get() {
+        0 => {
+            let me = NEXT_TOKEN.fetch_add(8, Ordering::Relaxed);
+            t.set(me);
+            me
+        }
+        me => me,
+    })
 }
 
 /// Marks `held` as a slot held by the thread `me`.
@@ -274,6 +284,7 @@ pub(crate) fn lend() {
         }
         sh.bump_shared(Counter::StepOuts);
         sh.lent_since.store(sh.since_ns(), Ordering::Relaxed);
+        sh.lent_state.store(sh.state().code(), Ordering::Relaxed);
         sh.set_state_now(SessionState::SteppedOut(StepOutReason::LockWait));
         gate.driver.lend();
     });
@@ -304,6 +315,11 @@ pub(crate) fn reclaim() {
         let Ok(waiter) = RECLAIM_WAKE.try_with(Arc::clone) else {
             return; // the thread is exiting: the loan stands until the session leaves
         };
+        // Nothing is delivered to it now (this thread's last queued reclaim took its release
+        // before going on): a release left from another gate, whose wait ids run on their
+        // own, would be taken as stale against this wait (never woken: the thread slept for
+        // ever holding the lock it had just taken) or as this wait's own.
+        crate::sync::lock(&waiter.wake).released = None;
         let Some(counted) = gate.driver.reclaim(&waiter) else {
             return;
         };
@@ -318,8 +334,12 @@ pub(crate) fn reclaim() {
             gate.registry.stepped_out.fetch_sub(1, Ordering::Relaxed);
             // The session's own hold stands for the slot just counted.
             drop(hold);
-            // In its call since its admission, not since the loan.
-            sh.set_state_since(SessionState::InCall, sh.lent_since.load(Ordering::Relaxed));
+            // Back in the state the loan replaced (in a call, between calls, or a step-out
+            // that keeps the slot), since when it began, not since the loan.
+            sh.set_state_since(
+                SessionState::from_code(sh.lent_state.load(Ordering::Relaxed)),
+                sh.lent_since.load(Ordering::Relaxed),
+            );
         } else {
             gate.driver.exit(hold);
         }

@@ -50,6 +50,9 @@ pub(crate) struct SessionShared {
     /// `gate_hook`'s loan: when the session's inside state began, restored by the reclaim
     /// (the loan's step-out state has its own timestamp).
     pub(crate) lent_since: AtomicU64,
+    /// `gate_hook`'s loan: the state it replaced (`SessionState::code`: in a call, between
+    /// calls, or a step-out that keeps the slot), restored by the reclaim.
+    pub(crate) lent_state: std::sync::atomic::AtomicU8,
 }
 
 #[derive(Default)]
@@ -80,6 +83,7 @@ impl SessionShared {
             cancel: AtomicBool::new(false),
             is_async: AtomicBool::new(false),
             lent_since: AtomicU64::new(0),
+            lent_state: std::sync::atomic::AtomicU8::new(0),
         }
     }
 

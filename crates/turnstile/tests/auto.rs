@@ -982,3 +982,140 @@ fn a_queued_reclaim_and_the_moved_sessions_own_wait_are_both_handed_their_slots(
     let st = g.stats();
     assert_eq!((st.inside, st.queued, st.stepped_out), (0, 0, 0), "{st:?}");
 }
+
+/// One round of a queued reclaim: `worker` (its own thread) is admitted on `g`, parks on `m`
+/// (lending its slot), and when `m` is released its reclaim must queue (two other sessions
+/// fill the gate and the limit is lowered to 1); they leave and hand the slot to it.
+/// `while_queued` runs while the reclaim waits in the queue.
+fn queued_reclaim_round(
+    g: &Gate,
+    m: &std::sync::Arc<turnstile::mutex::Instrumented<()>>,
+    to_worker: &std::sync::mpsc::Sender<(Gate, std::sync::Arc<std::sync::atomic::AtomicBool>)>,
+    round: usize,
+    while_queued: impl Fn(),
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let held = m.lock();
+    let got = Arc::new(AtomicBool::new(false));
+    to_worker.send((g.clone(), got.clone())).unwrap();
+    wait_for(g, "the worker lent its slot", |s| {
+        s.inside == 0 && s.stepped_out == 1
+    });
+    let (mut d1, mut d2) = (g.session(), g.session());
+    assert!(d1.enter().unwrap() && d2.enter().unwrap());
+    g.set_limit(1).unwrap(); // twice the limit inside: the reclaim queues
+    drop(held);
+    wait_for(g, "the worker's reclaim queued", |s| s.queued == 1);
+    while_queued();
+    d1.exit().unwrap();
+    d1.end_statement();
+    d2.exit().unwrap();
+    d2.end_statement(); // hands the slot to the reclaim
+    wait_for(
+        g,
+        &format!("round {round}: the reclaim was handed its slot"),
+        |_| got.load(Ordering::SeqCst),
+    );
+    wait_for(g, "everyone out", |s| {
+        s.inside == 0 && s.queued == 0 && s.stepped_out == 0
+    });
+    g.set_limit(2).unwrap();
+}
+
+#[test]
+fn a_reclaim_queued_on_a_second_gate_is_woken_whatever_the_first_gates_wait_ids_were() {
+    // One thread's queued reclaims wait on one wake record, and wait ids are per gate: a
+    // release left from gate 1 (id 1) was taken as stale against gate 2's wait (id 0), and
+    // the thread slept for ever holding the lock it had just taken (the server's commit
+    // mutex, after `SET GLOBAL` rebuilt the gate).
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    let m = Arc::new(turnstile::mutex::Instrumented::new("commit", ()));
+    let (tx, rx) = mpsc::channel::<(Gate, Arc<AtomicBool>)>();
+    let m_w = m.clone();
+    let worker = thread::spawn(move || {
+        for (g, got) in rx {
+            let mut s = g.named_session("worker");
+            assert!(s.enter().unwrap());
+            let guard = m_w.lock(); // parks: lends; reclaims through the queue
+            got.store(true, Ordering::SeqCst);
+            drop(guard);
+            s.exit().unwrap();
+            s.end_statement();
+        }
+    });
+    let cfg = || auto(2).quantum(Duration::from_secs(1));
+    let (g1, g2) = (Gate::new(cfg()).unwrap(), Gate::new(cfg()).unwrap());
+    for (round, g) in [&g1, &g1, &g2, &g2].into_iter().enumerate() {
+        queued_reclaim_round(g, &m, &tx, round, || {
+            if round == 0 {
+                // The reclaim's queue wait is the gate's, not the lock's: the lock shows
+                // held, and the thread is not listed waiting for it.
+                assert!(
+                    turnstile::mutex::current_waiters()
+                        .iter()
+                        .all(|w| w.lock != "commit"),
+                    "listed waiting for the lock it holds"
+                );
+                assert!(m.report().holder.is_some(), "the lock shows a holder");
+            }
+        });
+    }
+    drop(tx);
+    worker.join().unwrap();
+}
+
+#[test]
+fn a_loan_taken_between_calls_gives_back_the_between_calls_state() {
+    // The reclaim published `InCall` whatever the loan replaced.
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let m = std::sync::Arc::new(turnstile::Mutex::new(()));
+    let held = m.lock();
+    let (g2, m2) = (g.clone(), m.clone());
+    let t = thread::spawn(move || {
+        let mut s = g2.session();
+        assert!(s.enter().unwrap());
+        s.exit().unwrap(); // keeps its slot between calls
+        drop(m2.lock()); // parks between calls: lends, then takes back
+        let state = g2.snapshot().sessions[0].state;
+        s.end_statement();
+        state
+    });
+    wait_for(&g, "the session lent its slot", |s| s.stepped_out == 1);
+    drop(held);
+    assert_eq!(t.join().unwrap(), SessionState::DeclaredInside);
+}
+
+#[test]
+fn a_new_thread_never_has_a_dead_threads_token_and_lends_for_a_session_it_admits() {
+    // The token was a thread-local's address: a thread given a dead thread's stack had its
+    // token, took a session the dead thread had marked for its own without recording it,
+    // and its lock waits lent nothing.
+    let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
+    let s = g.session();
+    let s = thread::spawn(move || {
+        let mut s = s;
+        assert!(s.enter().unwrap());
+        s.exit().unwrap();
+        s.end_statement();
+        s
+    })
+    .join()
+    .unwrap();
+    let m = std::sync::Arc::new(turnstile::Mutex::new(()));
+    let held = m.lock();
+    let m2 = m.clone();
+    let t = thread::spawn(move || {
+        let mut s = s;
+        assert!(s.enter().unwrap());
+        drop(m2.lock()); // must lend
+        s.exit().unwrap();
+        s.end_statement();
+    });
+    wait_for(&g, "the session on the new thread lent its slot", |s| {
+        s.inside == 0 && s.stepped_out == 1
+    });
+    drop(held);
+    t.join().unwrap();
+}

@@ -448,14 +448,32 @@ impl<T: ?Sized> Instrumented<T> {
                 }
             }
             let _clear = Clear(slot);
-            self.raw.lock_until(deadline)
+            // Without the gate's reclaim (below): a wait in the gate's queue after the lock
+            // is had is not this lock's, and the thread holds the lock by then.
+            self.raw.try_lock() || self.raw.lock_slow_lending(deadline)
         });
         if got {
             // Holding the lock: this thread is the histogram's only writer right now.
             self.waits
                 .record_single_writer(since.elapsed().as_nanos() as u64);
             bump(&self.waited);
+            // Shown held from here (`acquired` sets the same), through the reclaim.
+            self.holder.store(thread_number(), Ordering::Relaxed);
+            self.holder_at
+                .store(at as *const Location<'static> as *mut _, Ordering::Relaxed);
         }
+        // A reclaim that panics releases the lock (`reclaim_after`): then no holder either.
+        struct NoHolderOnUnwind<'a>(&'a AtomicU64, &'a AtomicPtr<Location<'static>>);
+        impl Drop for NoHolderOnUnwind<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.store(0, Ordering::Relaxed);
+                    self.1.store(std::ptr::null_mut(), Ordering::Relaxed);
+                }
+            }
+        }
+        let _unwind = NoHolderOnUnwind(&self.holder, &self.holder_at);
+        self.raw.reclaim_after(got);
         got
     }
 

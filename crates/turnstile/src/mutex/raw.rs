@@ -251,31 +251,41 @@ impl<S: LockStats> RawTurnstileMutex<S> {
 
     #[cold]
     fn lock_slow(&self, deadline: Option<Instant>) -> bool {
-        // A thread inside an `auto` gate lends its slot while it sleeps here and takes it
-        // back once it has the lock (`gate_hook`; nothing for any other thread).
+        let got = self.lock_slow_lending(deadline);
+        self.reclaim_after(got);
+        got
+    }
+
+    /// The slow path without its end: a thread inside an `auto` gate lends its slot while it
+    /// sleeps here (`gate_hook`; nothing for any other thread), and [`Self::reclaim_after`]
+    /// must follow. Split so that an instrumented lock can stop counting its wait, and show
+    /// itself held, before the reclaim's own wait in the gate's queue.
+    #[cold]
+    pub(crate) fn lock_slow_lending(&self, deadline: Option<Instant>) -> bool {
         #[cfg(loom)]
         unreachable!("the model checks drive lock_slow with a table of their own");
         #[cfg(not(loom))]
-        {
-            let got = lock_slow(
-                &self.state,
-                &TABLE,
-                &self.stats,
-                deadline,
-                crate::gate_hook::lend,
-            );
-            if !got {
-                crate::gate_hook::reclaim();
-                return false;
-            }
-            // The lock is this thread's, but no guard holds it yet: if the reclaim panics
-            // (a gate accounting bug), the lock is released before the panic goes on, not
-            // left held by nobody.
-            if let Err(panic) = std::panic::catch_unwind(crate::gate_hook::reclaim) {
-                self.release_owned();
-                std::panic::resume_unwind(panic);
-            }
-            true
+        lock_slow(
+            &self.state,
+            &TABLE,
+            &self.stats,
+            deadline,
+            crate::gate_hook::lend,
+        )
+    }
+
+    /// Takes back a slot lent by [`Self::lock_slow_lending`] (`got`: it got the lock).
+    pub(crate) fn reclaim_after(&self, got: bool) {
+        if !got {
+            crate::gate_hook::reclaim();
+            return;
+        }
+        // The lock is this thread's, but no guard holds it yet: if the reclaim panics (a
+        // gate accounting bug), the lock is released before the panic goes on, not left held
+        // by nobody.
+        if let Err(panic) = std::panic::catch_unwind(crate::gate_hook::reclaim) {
+            self.release_owned();
+            std::panic::resume_unwind(panic);
         }
     }
 
