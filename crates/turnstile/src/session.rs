@@ -534,7 +534,6 @@ impl Session {
             }
             step => {
                 let gate = self.gate.clone();
-                let _waiting = gate.registry.count_waiting();
                 self.admit_slow(&gate, at, step, generation)
             }
         }
@@ -548,6 +547,8 @@ impl Session {
         mut step: Step,
         mut generation: u64,
     ) -> Result<(), GateError> {
+        // Counted waiting until this returns, or unwinds (a guard: kept off the fast path).
+        let _waiting = gate.registry.count_waiting();
         let start = Instant::now();
         let deadline = Deadline::new(start, self.wait_timeout, gate.config.queue_timeout);
         // The waiting states share one timestamp: when this admission began to wait. A queue
