@@ -1088,10 +1088,11 @@ fn a_loan_taken_between_calls_gives_back_the_between_calls_state() {
 }
 
 #[test]
-fn a_new_thread_never_has_a_dead_threads_token_and_lends_for_a_session_it_admits() {
-    // The token was a thread-local's address: a thread given a dead thread's stack had its
-    // token, took a session the dead thread had marked for its own without recording it,
-    // and its lock waits lent nothing.
+fn a_new_thread_on_a_dead_threads_stack_lends_for_a_session_it_admits() {
+    // The token is a thread-local's address: a thread given a dead thread's stack has its
+    // token, and took a session the dead thread had recorded for its own without recording
+    // it (its lock waits lent nothing), until a record's drop at thread exit reset the
+    // session's owner.
     let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
     let s = g.session();
     let s = thread::spawn(move || {
