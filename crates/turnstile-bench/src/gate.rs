@@ -187,6 +187,15 @@ impl GateBenchConfig {
         if self.reps == 0 || self.iters == 0 || self.duration.is_zero() {
             return Err("repetitions, iterations and duration must be positive".into());
         }
+        // A run without end otherwise (a duration of u64::MAX ms was accepted).
+        if self.reps > 1000 || self.iters > 10_000_000_000 || self.duration > MAX_DURATION {
+            return Err(format!(
+                "repetitions at most 1000, iterations at most 10^10, duration at most {} s",
+                MAX_DURATION.as_secs()
+            ));
+        }
+        crate::stats::each_once("the policies", &self.variants, |v| v.name().into())?;
+        crate::stats::each_once("the thread counts", &self.threads, |t| t.to_string())?;
         GateConfig::new(Policy::Classic)
             .limit(self.limit)
             .tickets(self.tickets)
@@ -195,6 +204,9 @@ impl GateBenchConfig {
             .map_err(|e| e.to_string())
     }
 }
+
+/// The longest load point a benchmark runs: an hour (`repro`'s `--seconds` bound).
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 
 /// Fast-path costs of one variant.
 #[derive(Debug, Clone, Serialize)]

@@ -316,9 +316,17 @@ impl MutexBenchConfig {
         if self.hold_ns.is_empty() || self.hold_ns.iter().any(|&h| h > 10_000_000) {
             return Err("hold times must be given and at most 10000000 ns".into());
         }
-        if self.duration.is_zero() {
-            return Err("duration must be positive".into());
+        if self.duration.is_zero() || self.duration > crate::gate::MAX_DURATION {
+            return Err(format!(
+                "duration must be positive and at most {} s",
+                crate::gate::MAX_DURATION.as_secs()
+            ));
         }
+        use crate::stats::each_once;
+        each_once("the variants", &self.variants, |v| v.name().into())?;
+        each_once("the thread counts", &self.threads, |t| t.to_string())?;
+        each_once("the mutex counts", &self.mutexes, |m| m.to_string())?;
+        each_once("the hold times", &self.hold_ns, |h| h.to_string())?;
         if !(1..=99).contains(&self.repeat) {
             return Err(format!(
                 "repeat must be between 1 and 99 runs per point, not {}",

@@ -5,6 +5,21 @@ pub fn ser_ms<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::
     s.serialize_u64(d.as_millis() as u64)
 }
 
+/// A list from the command line names each value once (`name` spells a value): a repeated
+/// one ran twice and, in ratios, compared a run with itself.
+pub fn each_once<T: PartialEq>(
+    what: &str,
+    v: &[T],
+    name: impl Fn(&T) -> String,
+) -> Result<(), String> {
+    for (i, x) in v.iter().enumerate() {
+        if v[..i].contains(x) {
+            return Err(format!("{what}: {} is given twice", name(x)));
+        }
+    }
+    Ok(())
+}
+
 /// The median of `xs` (mean of the middle two for an even count); NaN when empty.
 pub fn median(xs: &[f64]) -> f64 {
     if xs.is_empty() {

@@ -553,9 +553,12 @@ mod linux {
             }
         }
         super::check_row_work(a)?;
-        if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create folder {}: {e}", dir.display()))?;
+        // Every place written to is checked before measuring (a minute of it without
+        // `--quick`): a directory given as `--out` lost the whole calibration at the end.
+        crate::repro_cmd::check_file_writable("--out", &a.out)?;
+        if let Some(oltp) = &a.oltp {
+            crate::repro_cmd::check_file_writable("--oltp", oltp)?;
+            crate::repro_cmd::check_writable("data folder", &a.data_dir)?;
         }
         let cfg = if a.quick {
             CalibrateConfig::quick()

@@ -308,7 +308,8 @@ fn bench_mutex(args: &MutexArgs) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse(); // clap exits with code 2 on bad arguments
-    repro_cmd::install_ctrlc();
+                            // `repro` and `serve` check the stop request and end cleanly; the others end at once.
+    repro_cmd::install_ctrlc(matches!(cli.command, Command::Repro(_) | Command::Serve(_)));
     let result = match &cli.command {
         Command::Repro(r) => repro_cmd::run(r),
         Command::Sim(a) => sim_cmd::run(a),

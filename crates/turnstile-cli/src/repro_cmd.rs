@@ -8,6 +8,7 @@ use serde::Serialize;
 use turnstile::Policy;
 use turnstile_bench::chart::{BarChart, BarPanel, LineChart, Series};
 use turnstile_bench::repro::{self, mixed, oltp, pileup, tickets, Common, Progress, ReproError};
+use turnstile_bench::stats::each_once;
 
 use crate::emit;
 use crate::Progress as Bar;
@@ -78,6 +79,46 @@ pub(crate) fn check_writable(what: &str, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks that the file `path` can be written, before a long run that ends by writing it:
+/// its folder is created, it is not a folder, and it opens for writing (an existing file is
+/// left as it is; one created by the check is removed).
+pub(crate) fn check_file_writable(what: &str, path: &Path) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create folder {} for {what}: {e}", dir.display()))?;
+    }
+    if path.is_dir() {
+        return Err(format!(
+            "{what} {} is a folder: give a file name",
+            path.display()
+        ));
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| format!("{what} {} is not writable: {e}", path.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// The most rows a `--rows` may ask for: ten times seed 000's table (9 M rows), a few GB.
+/// More would load for hours (`--rows 4000000000` wrote 840 MB in 6 s and was still at
+/// the start).
+const MAX_ROWS: u32 = 100_000_000;
+
+/// `--rows`: positive and at most [`MAX_ROWS`].
+fn rows(v: u32) -> Result<u32, String> {
+    let v = positive("--rows", v)?;
+    if v > MAX_ROWS {
+        return Err(format!("--rows {v} is more than {MAX_ROWS}"));
+    }
+    Ok(v)
+}
+
 #[derive(Args)]
 pub struct TicketsArgs {
     #[command(flatten)]
@@ -100,7 +141,7 @@ pub struct OltpArgs {
     /// Rows per range (default 1000).
     #[arg(long)]
     range: Option<u32>,
-    /// Client thread counts (comma-separated). Default 1,2,4,…,1024.
+    /// Client thread counts (comma-separated). Default 1,2,4,…,1024 (quick: 1,4,16,64,256).
     #[arg(long, value_delimiter = ',')]
     threads: Option<Vec<usize>>,
     /// Seconds per point (default 2; quick 0.5), measured after an unmeasured warm-up of a quarter of it.
@@ -240,13 +281,14 @@ fn tickets_config(a: &TicketsArgs) -> Result<tickets::TicketsConfig, String> {
         tickets::TicketsConfig::full()
     };
     if let Some(r) = a.rows {
-        c.rows = positive("--rows", r)?;
+        c.rows = rows(r)?;
     }
     if let Some(p) = &a.policies {
         c.policies = p
             .iter()
             .map(|s| s.parse::<Policy>().map_err(|e| e.to_string()))
             .collect::<Result<_, _>>()?;
+        each_once("--policies", &c.policies, |p| p.to_string())?;
     }
     Ok(c)
 }
@@ -258,7 +300,7 @@ fn oltp_config(a: &OltpArgs) -> Result<oltp::OltpConfig, String> {
         oltp::OltpConfig::full()
     };
     if let Some(r) = a.rows {
-        c.rows = positive("--rows", r)?;
+        c.rows = rows(r)?;
     }
     if let Some(r) = a.range {
         c.range = positive("--range", r)?;
@@ -273,6 +315,7 @@ fn oltp_config(a: &OltpArgs) -> Result<oltp::OltpConfig, String> {
         if t.is_empty() || t.contains(&0) || t.iter().any(|&x| x > 16_384) {
             return Err("--threads must be between 1 and 16384".into());
         }
+        each_once("--threads", t, |n| n.to_string())?;
         c.threads = t.clone();
     }
     c.duration = seconds(a.seconds, c.duration)?;
@@ -336,7 +379,7 @@ fn mixed_config(a: &MixedArgs) -> Result<mixed::MixedConfig, String> {
         mixed::MixedConfig::full()
     };
     if let Some(r) = a.rows {
-        c.rows = positive("--rows", r)?;
+        c.rows = rows(r)?;
     }
     if let Some(l) = a.limit {
         // The library accepts 0 (unlimited) to 1000; a gate that limits nothing has no queue.
@@ -361,6 +404,7 @@ fn pileup_config(a: &PileupArgs) -> Result<pileup::PileupConfig, String> {
         if t.is_empty() || t.contains(&0) || t.iter().any(|&x| x > 1000) {
             return Err("--tables must be between 1 and 1000".into());
         }
+        each_once("--tables", t, |n| n.to_string())?;
         c.tables = t.clone();
     }
     if !(1..=100).contains(&a.reps) {
@@ -745,8 +789,14 @@ fn all(a: &AllArgs) -> Result<(), String> {
 }
 
 /// Installs the Ctrl-C handler: ask the reproductions to stop.
-pub fn install_ctrlc() {
-    let _ = ctrlc::set_handler(|| {
+pub fn install_ctrlc(graceful: bool) {
+    let _ = ctrlc::set_handler(move || {
+        if !graceful {
+            // Only `repro` and `serve` stop at a statement's end: elsewhere the promise
+            // would be empty (the run went on until a second Ctrl-C).
+            eprintln!("\ninterrupted");
+            std::process::exit(130);
+        }
         eprintln!("\nstopping at the end of the current statements (Ctrl-C again to abort)…");
         if repro::stopped() {
             std::process::exit(130);

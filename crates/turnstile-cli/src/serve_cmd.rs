@@ -75,6 +75,13 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
     if a.tables > 0 && a.table_size == 0 {
         return Err("--table-size must be at least 1 with --tables".into());
     }
+    // As `repro pileup --tables` and `repro --rows` are bounded: more would load for hours.
+    if a.tables > 1000 || a.table_size > 100_000_000 {
+        return Err(format!(
+            "--tables {} / --table-size {} out of range: at most 1000 tables of 100,000,000 rows",
+            a.tables, a.table_size
+        ));
+    }
     let mut gate = match a.policy {
         Some(p) => GateConfig::new(p),
         None => GateConfig::default(),

@@ -111,6 +111,141 @@ fn bad_input_exits_2_with_a_clear_message() {
 }
 
 #[test]
+fn repeated_list_entries_and_runs_without_end_are_refused_before_anything_runs() {
+    // A repeated entry ran twice (and pileup compared a table count with itself); a
+    // u64::MAX duration or 4e9 rows ran for ever; a folder as calibrate's --out lost the
+    // whole calibration at the end.
+    let dir = temp("refusals");
+    let data = dir.join("data");
+    let data = data.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "repro",
+                "tickets",
+                "--quick",
+                "--policies",
+                "classic,classic",
+                "--data-dir",
+                data,
+            ],
+            "--policies: classic is given twice",
+        ),
+        (
+            vec![
+                "repro",
+                "pileup",
+                "--quick",
+                "--tables",
+                "1,1",
+                "--data-dir",
+                data,
+            ],
+            "--tables: 1 is given twice",
+        ),
+        (
+            vec![
+                "repro",
+                "oltp",
+                "--quick",
+                "--threads",
+                "2,2",
+                "--data-dir",
+                data,
+            ],
+            "--threads: 2 is given twice",
+        ),
+        (
+            vec!["bench", "gate", "--quick", "--threads", "1,1"],
+            "the thread counts: 1 is given twice",
+        ),
+        (
+            vec!["bench", "mutex", "--quick", "--variants", "std,std"],
+            "the variants: std is given twice",
+        ),
+        (
+            vec![
+                "bench",
+                "gate",
+                "--quick",
+                "--duration-ms",
+                "18446744073709551615",
+            ],
+            "duration at most 3600 s",
+        ),
+        (
+            vec![
+                "repro",
+                "tickets",
+                "--rows",
+                "4000000000",
+                "--data-dir",
+                data,
+            ],
+            "--rows 4000000000 is more than 100000000",
+        ),
+        (
+            vec!["serve", "--tables", "5000"],
+            "--tables 5000 / --table-size 10000 out of range",
+        ),
+    ];
+    for (args, expect) in cases {
+        let out = turnstile(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{args:?}: {err}");
+    }
+    if cfg!(target_os = "linux") {
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = turnstile(&["calibrate", "--quick", "--out", dir.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is a folder"), "{err}");
+        assert!(
+            !err.contains("context switch"),
+            "refused before measuring: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn ctrl_c_ends_a_bench_at_once_with_130() {
+    // Only `repro` and `serve` stop at a statement's end; `bench gate` promised to and ran on
+    // until a second Ctrl-C.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_turnstile"))
+        .args([
+            "bench",
+            "gate",
+            "--quick",
+            "--policies",
+            "classic",
+            "--threads",
+            "1",
+        ])
+        .args(["--async-tasks", "0", "--duration-ms", "600000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run turnstile bench gate");
+    use std::io::BufRead;
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("load:") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "no progress line");
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    // One signal ends it (a second one is never sent): waiting returns, with 130.
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+}
+
+#[test]
 fn bench_mutex_writes_json_and_one_chart_per_hold_and_mutex_count() {
     let dir = std::env::temp_dir().join(format!("turnstile-cli-mutex-{}", std::process::id()));
     let out = turnstile(&[
