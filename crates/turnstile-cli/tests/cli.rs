@@ -228,18 +228,7 @@ fn ctrl_c_ends_a_bench_at_once_with_130() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run turnstile bench gate");
-    use std::io::BufRead;
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("load:") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "no progress line");
-    }
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    let _stderr = interrupt_after_progress(&mut child, "load:");
     // One signal ends it (a second one is never sent): waiting returns, with 130.
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
@@ -1408,9 +1397,31 @@ fn serve_answers_a_client_and_stops_on_ctrl_c() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Reads `child`'s stderr (taken from it) up to a progress line containing `marker`, then
+/// sends it SIGINT. Returns the stderr reader: keep it until the child has exited (closed,
+/// the child's next message to stderr fails, and it panics).
+#[must_use]
+fn interrupt_after_progress(
+    child: &mut std::process::Child,
+    marker: &str,
+) -> std::io::BufReader<std::process::ChildStderr> {
+    use std::io::BufRead;
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains(marker) {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "no progress line");
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    err
+}
+
 #[test]
 fn ctrl_c_during_an_oltp_point_exits_130_without_a_report() {
-    use std::io::BufRead;
     let dir = temp("oltp-ctrl-c");
     let data = dir.join("data");
     let mut child = Command::new(env!("CARGO_BIN_EXE_turnstile"))
@@ -1430,20 +1441,10 @@ fn ctrl_c_during_an_oltp_point_exits_130_without_a_report() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run turnstile repro oltp");
-    // The progress line of the only point: its warm-up and window follow.
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("2 threads") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "no progress line");
-    }
-    // Whether it lands in the point's warm-up or its window, the point's figures would be cut
-    // short: either way the run must end interrupted.
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    // After the progress line of the only point: its warm-up and window follow. Whether the
+    // signal lands in the warm-up or the window, the point's figures would be cut short:
+    // either way the run must end interrupted.
+    let _stderr = interrupt_after_progress(&mut child, "2 threads");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     assert!(out.stdout.is_empty(), "no report of a cut window");
