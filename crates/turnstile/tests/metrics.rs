@@ -8,6 +8,10 @@ use turnstile::metrics::{write_lock_prometheus, write_prometheus, HISTOGRAM_BOUN
 use turnstile::mutex::Instrumented;
 use turnstile::{Gate, GateConfig, GateStats, Histogram, Policy, StepOutReason};
 
+#[path = "common/wait_for.rs"]
+mod wait_for;
+use wait_for::wait_for;
+
 /// One sample line: metric name, labels, value.
 #[derive(Debug, Clone)]
 struct Sample {
@@ -667,14 +671,7 @@ fn a_limit_raise_counts_the_slots_it_hands_to_queued_waiters() {
             })
         })
         .collect();
-    let t = std::time::Instant::now();
-    while gate.stats().queued < 3 {
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(20),
-            "waiters never queued"
-        );
-        std::thread::yield_now();
-    }
+    wait_for(&gate, "three waiters queued", |s| s.queued == 3);
     gate.set_limit(4).unwrap();
     for w in waiters {
         w.join().unwrap();
