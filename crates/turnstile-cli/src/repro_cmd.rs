@@ -655,7 +655,10 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
             let points = cfg.settings.len() * cfg.threads.len();
             let pairs =
                 2 * cfg.versus_best * oltp::versus_best_points(&cfg).len() * cfg.settings.len();
-            let mut bar = Bar::new(1 + points * (cfg.reps + usize::from(sysbench)) + pairs);
+            // The table, the competing processes' start (a step of its own), each point.
+            let competing = usize::from(cfg.competing_processes > 0);
+            let mut bar =
+                Bar::new(1 + competing + points * (cfg.reps + usize::from(sysbench)) + pairs);
             let r = oltp::run(&c, &cfg, &mut bar).map_err(err);
             let r = match r {
                 Ok(mut r) if sysbench => sysbench_sweep(&c, &cfg, &r.runs, &mut bar).map(|sb| {

@@ -530,6 +530,9 @@ fn repro_tickets_oltp_and_pileup_run_end_to_end_at_tiny_size() {
         let out = tiny_oltp(d, &charts, &[&args[..], &["--json"]].concat());
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["config"]["competing_processes"].as_u64(), Some(1));
+        // The competing processes' start is a step of the progress count, not one past it.
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_steps_within_total(&err);
         assert_eq!(v["runs"].as_array().unwrap().len(), 1);
         // `auto`'s limit: where it ended, the highest it reached, and why it moved.
         let run = &v["runs"][0];
@@ -1476,4 +1479,22 @@ fn serve_bad_input_exits_2_with_a_clear_message() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(expect), "{bad:?}: {err}");
     }
+}
+
+/// Every progress line's `[i/n]` has 1 ≤ i ≤ n, and the last step is the total.
+fn assert_steps_within_total(stderr: &str) {
+    let steps: Vec<(usize, usize)> = stderr
+        .lines()
+        .filter_map(|l| {
+            let (i, n) = l.strip_prefix('[')?.split_once(']')?.0.split_once('/')?;
+            Some((i.parse().ok()?, n.parse().ok()?))
+        })
+        .collect();
+    assert!(!steps.is_empty(), "no progress lines: {stderr}");
+    assert!(
+        steps.iter().all(|&(i, n)| 1 <= i && i <= n),
+        "a step past the total: {stderr}"
+    );
+    let &(last, total) = steps.last().unwrap();
+    assert_eq!(last, total, "{stderr}");
 }

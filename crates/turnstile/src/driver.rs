@@ -10,6 +10,7 @@
 use std::time::{Duration, Instant};
 
 use crate::config::GateConfig;
+use crate::cpu_share::CpuShare;
 use crate::monitor::{SessionState, StepOutReason};
 use crate::policy::auto::{AutoCore, AutoGauges, Releases};
 use crate::policy::polling::PollingCore;
@@ -35,6 +36,9 @@ pub(crate) struct Driver {
     /// Slots handed to queued waiters, on every path that hands one (an exit, a limit
     /// change, `auto`'s raises, stall checks and loans): one per release delivered.
     handoffs: AtomicU64,
+    /// `auto` with an adaptive limit: the CPUs other processes leave this one, estimated
+    /// for its controller (`None`: not `auto`, or the counts cannot be read).
+    share: Option<CpuShare>,
 }
 
 // A gate holds exactly one `Cores`, so the largest variant's size costs one gate a few
@@ -78,9 +82,15 @@ impl Driver {
                     .with_watch_hook(may_keep_stall_watch),
             ),
         };
+        let epoch = Instant::now();
+        let share = match &core {
+            Cores::Auto(a) if a.params().adaptive => CpuShare::new(1),
+            _ => None,
+        };
         Driver {
             core,
-            epoch: Instant::now(),
+            epoch,
+            share,
             lock_waiting: AtomicU32::new(0),
             lock_waits: AtomicU64::new(0),
             handoffs: AtomicU64::new(0),
@@ -222,7 +232,11 @@ impl Driver {
     /// `auto`'s stall check, run by a waiter that woke after a stall period.
     pub(crate) fn stall_check(&self) {
         if let Cores::Auto(c) = &self.core {
-            let out = c.stall_check(self.precise_ns(), crate::clock::process_cpu_ns);
+            let now = self.precise_ns();
+            if let (Some(sh), Some(cpu)) = (&self.share, crate::clock::process_cpu_ns()) {
+                c.note_cpus_available(sh.sample(now, cpu));
+            }
+            let out = c.stall_check(now, crate::clock::process_cpu_ns);
             self.deliver_all(out);
         }
     }
@@ -347,6 +361,11 @@ impl Driver {
                     let cpu = crate::clock::process_cpu_ns();
                     if let (Some(t0), Some(t1)) = (t0, crate::clock::thread_cpu_ns()) {
                         c.note_reading_cost(t1.saturating_sub(t0));
+                    }
+                    // At most once per half second, the CPUs other processes leave: not
+                    // timed as the reading's cost, which sizes the window.
+                    if let (Some(sh), Some(cpu)) = (&self.share, cpu) {
+                        c.note_cpus_available(sh.sample(now, cpu));
                     }
                     cpu
                 });

@@ -84,6 +84,7 @@
 mod async_session;
 mod clock;
 mod config;
+mod cpu_share;
 mod driver;
 mod error;
 mod gate;

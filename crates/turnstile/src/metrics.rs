@@ -46,6 +46,7 @@
 //! | `turnstile_gate_limit_cuts_lane_total` | counter | `gate` | `auto`: [`crate::LimitReasons::lane_cut`] |
 //! | `turnstile_gate_long_holders` | gauge | `gate` | `auto`: [`crate::AutoStats::long_holders`] |
 //! | `turnstile_gate_control_window_seconds` | gauge | `gate` | `auto`: [`crate::AutoStats::control_window_ns`] |
+//! | `turnstile_gate_cpus_available` | gauge | `gate` | `auto`: [`crate::AutoStats::cpus_available_milli`] ÷ 1000 (0: unknown) |
 //! | `turnstile_gate_limit_cuts_late_total` | counter | `gate` | `auto`: [`crate::LimitReasons::late`] |
 //! | `turnstile_gate_limit_cuts_busy_total` | counter | `gate` | `auto`: [`crate::LimitReasons::busy`] |
 //! | `turnstile_gate_limit_cuts_fruitless_total` | counter | `gate` | `auto`: [`crate::LimitReasons::fruitless`] |
@@ -397,6 +398,17 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
         "turnstile_gate_control_window_seconds",
         "auto: the limit controller's window (20 ms; longer, up to 200 ms, where reading the process's CPU time is costly).",
         |s| Value::Float(s.auto.map_or(0.0, |a| a.control_window_ns as f64 / 1e9)),
+    ),
+    gauge(
+        "turnstile_gate_cpus_available",
+        "auto: the CPUs other processes left this one over the last half second or more, which the controller reads its CPU use against (0: not known yet).",
+        |s| {
+            Value::Float(
+                s.auto
+                    .and_then(|a| a.cpus_available_milli)
+                    .map_or(0.0, |m| f64::from(m) / 1000.0),
+            )
+        },
     ),
     gauge(
         "turnstile_gate_long_holders",

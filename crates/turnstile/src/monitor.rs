@@ -402,6 +402,13 @@ impl fmt::Display for GateSnapshot {
                     a.control_window_ns / 1_000_000
                 )?;
             }
+            if let Some(m) = a.cpus_available_milli {
+                writeln!(
+                    f,
+                    "auto: CPU use read against {:.2} CPUs (what other processes left it over the last half second)",
+                    f64::from(m) / 1000.0
+                )?;
+            }
         }
         let c = &self.counters;
         writeln!(
@@ -503,6 +510,23 @@ mod tests {
         });
         assert!(
             snap.to_string().contains("auto: controller window 100 ms"),
+            "{snap}"
+        );
+    }
+
+    #[test]
+    fn the_status_text_names_the_cpus_other_processes_left_once_they_are_known() {
+        let gate = crate::Gate::new(crate::GateConfig::default()).unwrap();
+        let mut snap = gate.snapshot();
+        let mut a = snap.stats.auto.expect("auto is the default policy");
+        a.cpus_available_milli = None;
+        snap.stats.auto = Some(a);
+        assert!(!snap.to_string().contains("CPU use read against"), "{snap}");
+        a.cpus_available_milli = Some(1250);
+        snap.stats.auto = Some(a);
+        assert!(
+            snap.to_string()
+                .contains("auto: CPU use read against 1.25 CPUs (what other processes left it"),
             "{snap}"
         );
     }

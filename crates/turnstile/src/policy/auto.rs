@@ -135,6 +135,11 @@ pub const CPU_CLOCK_LAG: Duration = Duration::from_millis(4);
 /// stands.
 pub const MAX_READING: Duration = Duration::from_millis(200);
 
+/// The fewest CPUs the controller reads its CPU use against when others take nearly all of
+/// them ([`LimitController::set_cpus_available`]): a twentieth of a CPU, so that a reading
+/// is never divided by nothing (the process then reads busy, which it is, on what it gets).
+pub const MIN_CPUS_AVAILABLE: f64 = 0.05;
+
 /// A grantee that starts running more than this after its hand-off was late: its CPU was busy.
 /// CockroachDB's elastic admission targets a p99 scheduler latency of 1 ms.
 pub const LATE_GRANT: Duration = Duration::from_millis(1);
@@ -326,6 +331,9 @@ struct Tally {
     cpu_lag_ns: u64,
     /// What the last CPU reading cost, as the driver measured it (0: not measured).
     reading_cost_ns: u64,
+    /// The CPUs other processes leave this one, as the driver last estimated them over half
+    /// a second or more (`None`: not known; the CPU use is then read against all of them).
+    cpus_available: Option<f64>,
     raises: u64,
     cuts: u64,
     reasons: LimitReasons,
@@ -622,6 +630,30 @@ impl LimitController {
         self.tally.reading_cost_ns = cost_ns;
     }
 
+    /// Other processes left this one `cpus` CPUs (at most the controller's own count is
+    /// used): its CPU use is read against those from the next decision, so that CPUs that
+    /// others keep busy are not taken for idle ones. `None`: unknown (the simulator's
+    /// machine runs nothing else), read against all of them.
+    pub fn set_cpus_available(&mut self, cpus: Option<f64>) {
+        self.tally.cpus_available = cpus.filter(|c| c.is_finite());
+    }
+
+    /// [`LimitController::cpus_read`] in thousandths of a CPU, where an estimate is known.
+    pub fn cpus_available_milli(&self) -> Option<u32> {
+        self.tally
+            .cpus_available
+            .map(|_| (self.cpus_read() * 1000.0).round() as u32)
+    }
+
+    /// The CPUs the CPU use is read against: the controller's, or fewer where others took
+    /// some ([`LimitController::set_cpus_available`]), never under [`MIN_CPUS_AVAILABLE`].
+    fn cpus_read(&self) -> f64 {
+        let cpus = f64::from(self.cpus);
+        self.tally
+            .cpus_available
+            .map_or(cpus, |a| a.clamp(MIN_CPUS_AVAILABLE, cpus))
+    }
+
     /// The idle rule (`u + e` < [`U_LOW`] while threads queue): raise by up to half the gap
     /// to [`U_TARGET`], `limit × (U_TARGET / u − 1) / 2` (at least 1, at most doubling),
     /// unless the run of raises so far did not pay off. If the slots were what held the CPU
@@ -724,7 +756,9 @@ impl LimitController {
             (Some(now), Some(start)) if span_ns > 0 => Some(now.saturating_sub(start)),
             _ => None,
         };
-        let capacity_ns = span_ns as f64 * self.cpus as f64;
+        // Against the CPUs other processes left it: a CPU another process keeps busy is not
+        // an idle one that more slots could use.
+        let capacity_ns = span_ns as f64 * self.cpus_read();
         let u = used.map(|cpu| cpu as f64 / capacity_ns);
         // The reading's error; none once it is as long as the controller waits, or when a
         // stall asks for a decision now.
@@ -981,6 +1015,11 @@ pub struct AutoGauges {
     /// The controller's window now, ns: [`CONTROL_WINDOW`], longer (up to [`MAX_READING`])
     /// where its CPU reading is costly ([`WINDOWS_PER_READING_COST`]).
     pub control_window_ns: u64,
+    /// The CPUs other processes left this one over the last half second or more, in
+    /// thousandths of a CPU, as the controller reads its CPU use against them (at most its
+    /// own CPU count); `None` where unknown (off Linux, before the first half second, in the
+    /// simulator). Below the CPU count: others kept the rest busy.
+    pub cpus_available_milli: Option<u32>,
 }
 
 /// The shared state of `auto`. See the module documentation.
@@ -1019,7 +1058,13 @@ pub struct AutoCore<W> {
     /// What the last CPU reading taken before the queue lock cost (0: none measured yet),
     /// handed to the controller when it next runs ([`AutoCore::note_reading_cost`]).
     reading_cost_ns: AtomicU64,
+    /// The CPUs other processes leave this one (f64 bits; [`NO_ESTIMATE`]: unknown), handed
+    /// to the controller when it next runs ([`AutoCore::note_cpus_available`]).
+    cpus_available: AtomicU64,
 }
+
+/// `AutoCore::cpus_available` holds no estimate.
+const NO_ESTIMATE: u64 = u64::MAX;
 
 /// Releases to deliver once the core's lock is dropped.
 pub type Releases<W> = Vec<Release<W>>;
@@ -1060,6 +1105,24 @@ impl<W: Clone> AutoCore<W> {
             // The controller's first window starts at 0, when it is made.
             window_end_ns: AtomicU64::new(CONTROL_WINDOW.as_nanos() as u64),
             reading_cost_ns: AtomicU64::new(0),
+            cpus_available: AtomicU64::new(NO_ESTIMATE),
+        }
+    }
+
+    /// The driver's estimate of the CPUs other processes leave this one (`None`: unknown):
+    /// the controller reads its CPU use against them from its next run
+    /// ([`LimitController::set_cpus_available`]).
+    pub fn note_cpus_available(&self, cpus: Option<f64>) {
+        // Relaxed: a measurement handed over; the controller takes it under the queue lock.
+        self.cpus_available
+            .store(cpus.map_or(NO_ESTIMATE, f64::to_bits), Ordering::Relaxed);
+    }
+
+    /// The estimate last noted.
+    fn cpus_noted(&self) -> Option<f64> {
+        match self.cpus_available.load(Ordering::Relaxed) {
+            NO_ESTIMATE => None,
+            bits => Some(f64::from_bits(bits)),
         }
     }
 
@@ -1508,6 +1571,7 @@ impl<W: Clone> AutoCore<W> {
         }
         q.controller
             .set_reading_cost(self.reading_cost_ns.load(Ordering::Relaxed));
+        q.controller.set_cpus_available(self.cpus_noted());
         if !q.controller.window_over(now) {
             return;
         }
@@ -1548,6 +1612,7 @@ impl<W: Clone> AutoCore<W> {
         self.pass_long_holder(&mut q);
         if self.p.adaptive {
             // Force a decision now, whatever the window.
+            q.controller.set_cpus_available(self.cpus_noted());
             let limit = self.slots.limit();
             let decision = q.controller.decide(limit, now_ns, cpu_ns());
             self.window_restarted(&q, now_ns);
@@ -1729,6 +1794,7 @@ impl<W: Clone> AutoCore<W> {
             reclaims_over: q.reclaims_over,
             long_holders: self.long_holders(),
             control_window_ns: q.controller.window_ns(),
+            cpus_available_milli: q.controller.cpus_available_milli(),
         }
     }
 }
@@ -2703,6 +2769,63 @@ mod tests {
         assert_eq!((r.idle_cpu, r.fruitless), (6, 3));
         assert_eq!(r.moves(), c.raises() + c.cuts());
         assert!(limit <= 4, "the limit never ran away: {limit}");
+    }
+
+    #[test]
+    fn cpus_that_other_processes_keep_busy_are_not_read_as_idle_and_no_idle_raise_follows() {
+        // Two CPU-bound processes in sessions of their own take two thirds of the 2 CPUs:
+        // the process uses 0.33 of them whatever its limit. Without an estimate of what the
+        // others take, that reads as idle CPUs and the limit is raised at once.
+        let mut blind = LimitController::new(2, 2, 1000);
+        let mut t = (0, 0);
+        blind.decide(4, 0, Some(0));
+        assert!(matches!(
+            window_at(&mut blind, &mut t, 4, 0.33),
+            Decision::Raise(_)
+        ));
+        assert_eq!(blind.reasons().idle_cpu, 1);
+        assert_eq!(blind.cpus_available_milli(), None);
+        // Told that the others left it 0.67 CPUs, the same use is every CPU it could have:
+        // no idle raise, window after window; the limit stays where the other rules put it.
+        let mut told = LimitController::new(2, 2, 1000);
+        told.set_cpus_available(Some(0.67));
+        assert_eq!(told.cpus_available_milli(), Some(670));
+        let mut t = (0, 0);
+        told.decide(4, 0, Some(0));
+        for _ in 0..100 {
+            assert!(!matches!(
+                window_at(&mut told, &mut t, 4, 0.33),
+                Decision::Raise(_)
+            ));
+        }
+        let r = told.reasons();
+        assert_eq!((r.idle_cpu, r.fruitless), (0, 0));
+        // The CPUs it is told of are read within its own count and never as none at all.
+        told.set_cpus_available(Some(16.0));
+        assert_eq!(told.cpus_available_milli(), Some(2000));
+        told.set_cpus_available(Some(0.0));
+        assert_eq!(
+            told.cpus_available_milli(),
+            Some((MIN_CPUS_AVAILABLE * 1000.0) as u32)
+        );
+        told.set_cpus_available(Some(f64::NAN));
+        assert_eq!(told.cpus_available_milli(), None);
+    }
+
+    #[test]
+    fn idle_cpus_that_other_processes_leave_still_raise_the_limit() {
+        // Others take one of the 2 CPUs; the process uses a quarter of the other (its slot
+        // holders wait where nobody declared it): the CPUs it could use are idle, and the
+        // idle rule raises as it would on a machine of its own.
+        let mut c = LimitController::new(2, 2, 1000);
+        c.set_cpus_available(Some(1.0));
+        let mut t = (0, 0);
+        c.decide(4, 0, Some(0));
+        assert!(matches!(
+            window_at(&mut c, &mut t, 4, 0.125),
+            Decision::Raise(_)
+        ));
+        assert_eq!(c.reasons().idle_cpu, 1);
     }
 
     #[test]
