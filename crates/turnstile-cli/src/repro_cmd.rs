@@ -433,8 +433,16 @@ fn sysbench_sweep(
     let server = turnstile_server::Server::start(sc)?;
     server
         .engine()
-        .ensure_table(oltp::TABLE, cfg.rows, &mut |d, t| bar.load(d, t))
-        .map_err(|e| e.to_string())?;
+        .ensure_table_until(
+            oltp::TABLE,
+            cfg.rows,
+            &mut |d, t| bar.load(d, t),
+            &repro::stopped,
+        )
+        .map_err(|e| match e {
+            turnstile_engine::EngineError::Stopped => repro::ReproError::Interrupted.to_string(),
+            e => e.to_string(),
+        })?;
     let port = server.tcp_addr().port();
     let r = repro::sysbench::sweep(
         cfg,

@@ -106,10 +106,28 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
     let server = Server::start(config)?;
     for i in 1..=a.tables {
         let name = format!("sbtest{i}");
-        let built = server
-            .engine()
-            .ensure_table(&name, a.table_size, &mut |_, _| {})
-            .map_err(|e| format!("cannot build {name}: {e}"))?;
+        // A load of millions of rows takes minutes: say how far it is, every tenth, and stop
+        // between two batches on Ctrl-C (the table is then built again next time).
+        let mut shown = 0;
+        let built = match server.engine().ensure_table_until(
+            &name,
+            a.table_size,
+            &mut |done, total| {
+                let pct = 100 * done / total.max(1);
+                if done < total && pct >= shown + 10 {
+                    eprintln!("{name}: loading rows: {done}/{total} ({pct}%)");
+                    shown = pct;
+                }
+            },
+            &repro::stopped,
+        ) {
+            Ok(built) => built,
+            Err(turnstile_engine::EngineError::Stopped) => {
+                server.shutdown();
+                return Err(repro::ReproError::Interrupted.to_string());
+            }
+            Err(e) => return Err(format!("cannot build {name}: {e}")),
+        };
         eprintln!(
             "{name}: {} rows ({})",
             a.table_size,

@@ -1455,6 +1455,40 @@ fn ctrl_c_during_an_oltp_point_exits_130_without_a_report() {
 }
 
 #[test]
+fn ctrl_c_during_a_table_load_exits_130_without_loading_the_rest() {
+    // The load of a 2,000,000-row table (40 batches) stops at the batch after the signal,
+    // rather than loading on and stopping at the first statement's end.
+    let dir = temp("load-ctrl-c");
+    let data = dir.join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_turnstile"))
+        .args([
+            "repro",
+            "oltp",
+            "--rows",
+            "2000000",
+            "--policies",
+            "unlimited",
+        ])
+        .args(["--threads", "1", "--seconds", "1"])
+        .args(["--data-dir", data.to_str().unwrap()])
+        .args(["--out", dir.join("out").to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run turnstile repro oltp");
+    // The first progress line of the load (10 %, the 4th batch).
+    let mut stderr = interrupt_after_progress(&mut child, "loading rows");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(!rest.contains("(100%)"), "the load went on: {rest}");
+    assert!(!rest.contains("1 threads"), "a point ran: {rest}");
+    assert!(rest.contains("interrupted"), "{rest}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn serve_bad_input_exits_2_with_a_clear_message() {
     for (bad, expect) in [
         (

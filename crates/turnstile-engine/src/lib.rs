@@ -122,6 +122,9 @@ pub enum EngineError {
     /// A row lock was not granted within the lock wait timeout (MySQL error 1205). MySQL rolls
     /// back only the statement; this engine rolls back the whole transaction.
     LockWaitTimeout,
+    /// A table load was asked to stop before it finished ([`Engine::ensure_table_until`]):
+    /// the table is left marked as not loaded, so the next load builds it again.
+    Stopped,
 }
 
 impl std::fmt::Display for EngineError {
@@ -142,6 +145,9 @@ impl std::fmt::Display for EngineError {
             EngineError::LockWaitTimeout => f.write_str(
                 "Lock wait timeout exceeded; the transaction was rolled back (try restarting it)",
             ),
+            EngineError::Stopped => {
+                f.write_str("the table load was stopped; the table will be built again")
+            }
         }
     }
 }
@@ -900,6 +906,20 @@ impl Engine {
         rows: u32,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<bool> {
+        self.ensure_table_until(name, rows, progress, &|| false)
+    }
+
+    /// [`Engine::ensure_table`], asking `stop` between batches of rows (50,000, a fraction of
+    /// a second each): once it says yes, the load ends with [`EngineError::Stopped`], the table
+    /// left marked as not loaded (what was written of it is replaced by the next load). A
+    /// command's Ctrl-C need not wait for a load of millions of rows.
+    pub fn ensure_table_until(
+        &self,
+        name: &str,
+        rows: u32,
+        progress: &mut dyn FnMut(u64, u64),
+        stop: &dyn Fn() -> bool,
+    ) -> Result<bool> {
         check_name(name)?;
         if rows == 0 {
             return Err(EngineError::BadInput(
@@ -939,8 +959,14 @@ impl Engine {
             let exists = |w: &redb::WriteTransaction, t: &str| -> Result<bool> {
                 Ok(w.list_tables()?.any(|x| x.name() == t))
             };
-            if exists(&w, name)? && !registered(&w, name)? {
-                // Another table's index (`<table>_k`).
+            // Storage under this name that no table owns is another table's index
+            // (`<table>_k`), or what a load that was stopped (or a process killed during one)
+            // left of this table: that is replaced, or the table could never be loaded again.
+            let an_index = match name.strip_suffix("_k") {
+                Some(base) => registered(&w, base)?,
+                None => false,
+            };
+            if exists(&w, name)? && !registered(&w, name)? && an_index {
                 return Err(EngineError::TableExists(name.to_string()));
             }
             if w.open_table(TABLES)?.get(index.as_str())?.is_some() {
@@ -972,6 +998,9 @@ impl Engine {
             progress(end as u64, rows as u64);
             if end == rows {
                 break;
+            }
+            if stop() {
+                return Err(EngineError::Stopped);
             }
             id = end + 1;
         }

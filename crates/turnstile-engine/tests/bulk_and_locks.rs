@@ -82,6 +82,46 @@ fn ensure_table_refuses_rather_than_replace_another_tables_index() {
 }
 
 #[test]
+fn a_load_asked_to_stop_ends_between_batches_and_the_next_load_builds_the_table_whole() {
+    let (e, dir) = temp_engine("stopped-load");
+    let rows = 120_000u32; // three batches of 50,000
+    let stop = AtomicBool::new(false);
+    let mut seen = Vec::new();
+    let r = e.ensure_table_until(
+        "t",
+        rows,
+        &mut |done, _| {
+            seen.push(done);
+            // Asked to stop once the first batch is in.
+            stop.store(true, Ordering::SeqCst);
+        },
+        &|| stop.load(Ordering::SeqCst),
+    );
+    assert!(matches!(r, Err(EngineError::Stopped)), "{r:?}");
+    assert_eq!(seen, [50_000], "no batch after the stop");
+    // Not marked loaded: the next load builds it again, whole, and a later one reuses it.
+    assert!(
+        e.ensure_table("t", rows, &mut |_, _| {}).unwrap(),
+        "rebuilt"
+    );
+    assert_eq!(e.count_direct("t").unwrap(), rows as u64);
+    assert_eq!(e.index_ids_direct("t").unwrap().len(), rows as usize);
+    assert!(
+        !e.ensure_table("t", rows, &mut |_, _| {}).unwrap(),
+        "reused"
+    );
+    // A stop asked for during the last batch changes nothing: the load is whole.
+    let (e2, dir2) = temp_engine("stopped-last");
+    assert!(e2
+        .ensure_table_until("t", 10, &mut |_, _| {}, &|| true)
+        .unwrap());
+    assert_eq!(e2.count_direct("t").unwrap(), 10);
+    drop((e, e2));
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(dir2);
+}
+
+#[test]
 fn writes_and_drops_are_refused_while_a_table_is_loaded_and_the_load_is_whole() {
     // Between two of the load's batches a commit left an index entry for a row the load
     // then overwrote, and a drop left a table marked loaded but short.

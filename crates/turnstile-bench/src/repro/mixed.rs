@@ -282,12 +282,18 @@ pub fn run(
         cfg.rows, cfg.point_rows
     ));
     let total = cfg.rows as u64 + cfg.point_rows as u64;
-    engine.ensure_table(tickets::TABLE, cfg.rows, &mut |d, _| {
-        progress.load(d, total)
-    })?;
-    engine.ensure_table(oltp::TABLE, cfg.point_rows, &mut |d, _| {
-        progress.load(cfg.rows as u64 + d, total)
-    })?;
+    engine.ensure_table_until(
+        tickets::TABLE,
+        cfg.rows,
+        &mut |d, _| progress.load(d, total),
+        &stopped,
+    )?;
+    engine.ensure_table_until(
+        oltp::TABLE,
+        cfg.point_rows,
+        &mut |d, _| progress.load(cfg.rows as u64 + d, total),
+        &stopped,
+    )?;
     // One untimed pass first, so no measurement pays for faulting the file into memory.
     engine.scan_direct(tickets::TABLE)?;
     let mut runs = Vec::new();

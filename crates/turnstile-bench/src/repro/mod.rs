@@ -61,7 +61,11 @@ impl std::error::Error for ReproError {}
 
 impl From<turnstile_engine::EngineError> for ReproError {
     fn from(e: turnstile_engine::EngineError) -> Self {
-        ReproError::Engine(e)
+        match e {
+            // A load stopped by `stopped()` (Ctrl-C).
+            turnstile_engine::EngineError::Stopped => ReproError::Interrupted,
+            e => ReproError::Engine(e),
+        }
     }
 }
 

@@ -564,7 +564,7 @@ pub fn run(
     }
     let engine = common.open_engine(Duration::ZERO, Duration::from_nanos(cfg.row_work_ns))?;
     progress.step(&format!("oltp: table of {} rows", cfg.rows));
-    engine.ensure_table(TABLE, cfg.rows, &mut |d, t| progress.load(d, t))?;
+    engine.ensure_table_until(TABLE, cfg.rows, &mut |d, t| progress.load(d, t), &stopped)?;
     if cfg.reps == 0 {
         return Err(ReproError::BadInput(
             "oltp: repetitions must be at least 1".into(),

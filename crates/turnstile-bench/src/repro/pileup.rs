@@ -186,7 +186,12 @@ fn sweep(
         let engine = common.open_with(SEED_DISK_FSYNC)?;
         for i in 0..n {
             progress.step(&format!("pileup: table {} of {n}", i + 1));
-            engine.ensure_table(&table(i), cfg.rows, &mut |d, t| progress.load(d, t))?;
+            engine.ensure_table_until(
+                &table(i),
+                cfg.rows,
+                &mut |d, t| progress.load(d, t),
+                &stopped,
+            )?;
             // Drop the previous run's inserts.
             engine.truncate_above(&table(i), cfg.rows)?;
         }

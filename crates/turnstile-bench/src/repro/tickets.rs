@@ -117,7 +117,7 @@ pub fn run(
     }
     let engine = common.open()?;
     progress.step(&format!("tickets: table of {} rows", cfg.rows));
-    engine.ensure_table(TABLE, cfg.rows, &mut |d, t| progress.load(d, t))?;
+    engine.ensure_table_until(TABLE, cfg.rows, &mut |d, t| progress.load(d, t), &stopped)?;
     progress.step("tickets: scan without the gate");
     // One untimed pass first, so no measurement pays for faulting the file into memory.
     engine.scan_direct(TABLE)?;
