@@ -1431,6 +1431,12 @@ impl Sim {
                     // `auto` keeps the slot (and its quantum) while the row is sent.
                 }
                 Op::Exit | Op::EndStatement | Op::SendRow => {
+                    // The CPU reading `auto`'s controller may take at a quantum's end (as at a
+                    // grant: the busy cores' time so far).
+                    if matches!(self.gate, Core::Auto(_)) {
+                        self.account_busy();
+                    }
+                    let cpu = self.busy_total as u64;
                     let now = self.now;
                     let gate = &self.gate;
                     let t = &mut self.threads[tid as usize];
@@ -1440,7 +1446,8 @@ impl Sim {
                                 || now,
                                 |start| match (gate, t.hold.as_mut()) {
                                     (Core::Auto(c), Some(hold)) => {
-                                        let yields = c.yields_quantum(start, hold);
+                                        let yields =
+                                            c.yields_quantum(start, hold, now, || Some(cpu));
                                         t.long_stmt |= hold.is_long();
                                         yields
                                     }

@@ -268,11 +268,34 @@ impl Driver {
     /// (`auto`'s rule, [`crate::policy::auto::AutoCore::yields_quantum`], which may mark
     /// `hold` as a long statement's; the other policies grant no quantum). Without a hold
     /// (none is kept without one) it gives way.
+    /// With nobody queued, `auto`'s controller may decide here (at most once a window),
+    /// on a CPU reading taken only then.
     pub(crate) fn yields_quantum(&self, quantum_start_ns: u64, hold: Option<&mut Hold>) -> bool {
         match (&self.core, hold) {
-            (Cores::Auto(c), Some(hold)) => c.yields_quantum(quantum_start_ns, hold),
+            (Cores::Auto(c), Some(hold)) => {
+                let now = self.precise_ns();
+                c.yields_quantum(quantum_start_ns, hold, now, || {
+                    self.controller_reading(c, now)
+                })
+            }
             _ => true,
         }
+    }
+
+    /// The process's CPU time for `auto`'s controller, read outside the queue lock: its cost
+    /// in this thread's CPU time is noted (a preemption mid-read is no cost), and at most
+    /// once per half second the CPUs other processes leave are estimated beside it (not
+    /// timed as the reading's cost, which sizes the window).
+    fn controller_reading(&self, c: &AutoCore<Arc<SessionShared>>, now: u64) -> Option<u64> {
+        let t0 = crate::clock::thread_cpu_ns();
+        let cpu = crate::clock::process_cpu_ns();
+        if let (Some(t0), Some(t1)) = (t0, crate::clock::thread_cpu_ns()) {
+            c.note_reading_cost(t1.saturating_sub(t0));
+        }
+        if let (Some(sh), Some(cpu)) = (&self.share, cpu) {
+            c.note_cpus_available(sh.sample(now, cpu));
+        }
+        cpu
     }
 
     /// `auto`: `hold` belongs to a statement that was long before it gave its slot up at a
@@ -355,20 +378,9 @@ impl Driver {
                 // The process's CPU clock walks every thread in the kernel: read it before
                 // the queue lock when the window may end here (see `cpu_reading_due`), and
                 // under it only where that hint was stale.
-                let early = c.cpu_reading_due(now).then(|| {
-                    // Its cost in this thread's CPU time: a preemption mid-read is no cost.
-                    let t0 = crate::clock::thread_cpu_ns();
-                    let cpu = crate::clock::process_cpu_ns();
-                    if let (Some(t0), Some(t1)) = (t0, crate::clock::thread_cpu_ns()) {
-                        c.note_reading_cost(t1.saturating_sub(t0));
-                    }
-                    // At most once per half second, the CPUs other processes leave: not
-                    // timed as the reading's cost, which sizes the window.
-                    if let (Some(sh), Some(cpu)) = (&self.share, cpu) {
-                        c.note_cpus_available(sh.sample(now, cpu));
-                    }
-                    cpu
-                });
+                let early = c
+                    .cpu_reading_due(now)
+                    .then(|| self.controller_reading(c, now));
                 let (a, out) = c.finish_wait(id, now, || {
                     early.unwrap_or_else(crate::clock::process_cpu_ns)
                 });

@@ -406,7 +406,9 @@ pub struct LimitReasons {
     pub drain: u64,
     /// Cut by a quarter: grantees started late while the CPUs were busy.
     pub late: u64,
-    /// Lowered by one: every CPU busy with the limit above the resting floor.
+    /// Lowered by one: every CPU busy with the limit above the resting floor; or halved
+    /// towards it where nobody queued, a holder kept its slot a whole quantum and the CPUs
+    /// were over 95 % busy ([`LimitController::decide_unqueued`]).
     pub busy: u64,
     /// Raised to the resting floor ([`SLOTS_PER_CPU`] slots per CPU) without long
     /// statements and with the CPUs not surely idle: from where the limit starts (the
@@ -423,7 +425,8 @@ pub struct LimitReasons {
     /// less than a CPU's worth was idle, the limit was above the lane, and the reading
     /// before also saw long statements (the first may not yet see them all). Each slot past
     /// the lane adds a runnable thread whose share of the CPUs the kernel takes from the
-    /// long statements.
+    /// long statements. Also where nobody queued and the CPUs were over 95 % busy: halved
+    /// towards the lane of long statements seen before ([`LimitController::decide_unqueued`]).
     pub lane_cut: u64,
     /// Cut back where a run of idle raises began: the raises at least doubled the limit from
     /// `L0`, yet on two readings in a row the CPU use had risen by less than a quarter of
@@ -737,6 +740,75 @@ impl LimitController {
         self.long_kept = false;
         self.tally.reading_start_ns = now_ns;
         self.tally.cpu_start_ns = cpu_ns;
+    }
+
+    /// Ends a window in which nobody is queued now, at a quantum's end: a holder kept its
+    /// slot a whole quantum ([`AutoCore::yields_quantum`]). The other rules need a queue;
+    /// without one the controller would decide nothing, and a limit above the sessions (set
+    /// so by an operator, or raised there while the CPUs read idle) would stay while every
+    /// session runs at once, the CPUs' time shared among all of them by the kernel. With no
+    /// rule able to ask for more, the limit is halved towards where it rests while the CPUs
+    /// are busy (CPU use over [`U_LOW`]): towards the lane beside long statements seen in
+    /// earlier readings (`lane_cut`), else the resting floor (`busy`). Once the limit is
+    /// below the sessions, they queue and the ordinary rules take over, and raise it again
+    /// where the slots were needed (holders that wait: the drain rule gives a queue no longer
+    /// than the limit its slots back within a window). Halved, not cut to the floor at once:
+    /// `bench gate --block-us 200` at 64 threads lost half its throughput that way, each
+    /// cut undone by idle raises over several windows.
+    /// A reading begun too long ago (the last decision, before nobody queued) only starts a
+    /// new one. Measured: `repro mixed --policies auto --limit 32` (started above its 18
+    /// sessions) decided nothing, and its scans took 6.2–7.3 × a lone scan. If threads queued
+    /// in the window after all, the ordinary decision is made.
+    pub fn decide_unqueued(&mut self, limit: u32, now_ns: u64, cpu_ns: Option<u64>) -> Decision {
+        if self.queued_seen || limit == 0 {
+            return self.decide(limit, now_ns, cpu_ns);
+        }
+        self.window_start_ns = now_ns;
+        let span_ns = now_ns.saturating_sub(self.tally.reading_start_ns);
+        let used = match (cpu_ns, self.tally.cpu_start_ns) {
+            (Some(now), Some(start)) if span_ns > 0 => Some(now.saturating_sub(start)),
+            _ => None,
+        };
+        let (Some(used), false) = (used, span_ns > MAX_READING.as_nanos() as u64) else {
+            self.restart(now_ns, cpu_ns);
+            return Decision::Hold;
+        };
+        let capacity_ns = span_ns as f64 * self.cpus_read();
+        let u = used as f64 / capacity_ns;
+        let e = if span_ns >= MAX_READING.as_nanos() as u64 {
+            0.0
+        } else {
+            self.tally.cpu_lag_ns as f64 * f64::from(self.cpus - 1) / capacity_ns
+        };
+        let long = self.long.max(self.long_before);
+        let floor = if long > 0 {
+            self.cpus.max(long + 1).clamp(self.min, self.max)
+        } else {
+            self.rest()
+        };
+        // The idle rule's mark, so that the two never pull against each other. Not the lane
+        // rule's (a CPU's worth idle): long statements that wait (`bench gate --block-us
+        // 200`, 64 threads, the CPUs half busy) were cut to their lane and throughput halved.
+        let busy_from = U_LOW;
+        if limit > floor && u - e < busy_from && u + e >= busy_from {
+            // Which side of the mark is not yet clear: read on.
+            self.tally.reasons.deferred += 1;
+            return Decision::Hold;
+        }
+        let cut = limit > floor && u - e >= busy_from;
+        self.restart(now_ns, cpu_ns);
+        if !cut {
+            return Decision::Hold;
+        }
+        let t = &mut *self.tally;
+        t.probe = None;
+        if long > 0 {
+            t.reasons.lane_cut += 1;
+        } else {
+            t.reasons.busy += 1;
+        }
+        t.cuts += 1;
+        Decision::Cut((limit / 2).max(floor))
     }
 
     /// Ends the window at `now_ns`, with the process's CPU time so far `cpu_ns` (`None`: not
@@ -1595,6 +1667,39 @@ impl<W: Clone> AutoCore<W> {
         }
     }
 
+    /// [`LimitController::decide_unqueued`] under the queue lock, if nobody queued meanwhile
+    /// and the window is over.
+    fn control_unqueued(&self, now: u64, cpu_ns: Option<u64>) {
+        let mut q = lock(&self.q);
+        if !q.waiters.is_empty() {
+            // The ordinary decision is made when one of them is granted.
+            return;
+        }
+        q.controller
+            .set_reading_cost(self.reading_cost_ns.load(Ordering::Relaxed));
+        q.controller.set_cpus_available(self.cpus_noted());
+        if !q.controller.window_over(now) {
+            return;
+        }
+        self.pass_long_holder(&mut q);
+        let decision = q
+            .controller
+            .decide_unqueued(self.slots.limit(), now, cpu_ns);
+        self.window_restarted(&q, now);
+        match decision {
+            Decision::Cut(n) => {
+                self.slots.set_limit(n);
+            }
+            Decision::Raise(n) => {
+                // Only when threads queued in the window after all (the ordinary rules):
+                // nobody is queued now to hand the new slots to.
+                self.slots.set_limit(n);
+                q.limit_max = q.limit_max.max(n);
+            }
+            Decision::Hold => {}
+        }
+    }
+
     /// A queued waiter's periodic check (every [`STALL_PERIOD`] of its wait). If no slot was
     /// released or handed off for a stall period while threads queued, the controller runs
     /// now (it raises the limit when the CPUs are idle). Returns the waiters to signal.
@@ -1721,8 +1826,27 @@ impl<W: Clone> AutoCore<W> {
     /// the first time a hold is marked). A stale reading is harmless: a waiter served a moment ago makes the holder
     /// give way once more than needed, and one queued a moment ago is seen at the next
     /// quantum's end.
-    pub fn yields_quantum(&self, quantum_start_ns: u64, hold: &mut Hold) -> bool {
+    ///
+    /// With nobody queued it keeps its slot, and where the limit is above the CPUs (an
+    /// adaptive core), at most once per controller window (a lock-free check first), the
+    /// controller decides without a queue ([`LimitController::decide_unqueued`]), at `now_ns` with the CPU
+    /// reading `cpu_ns` (taken only then): the limit may be cut towards the lane, never
+    /// raised.
+    pub fn yields_quantum(
+        &self,
+        quantum_start_ns: u64,
+        hold: &mut Hold,
+        now_ns: u64,
+        cpu_ns: impl FnOnce() -> Option<u64>,
+    ) -> bool {
         if !self.has_waiters() {
+            // The lane is at least the CPUs: at or below them there is nothing to cut.
+            // Not counted as a long statement: with every session inside, a short one the
+            // kernel preempted for a quantum looks the same.
+            if self.p.adaptive && self.slots.limit() > self.p.cpus && self.cpu_reading_due(now_ns) {
+                // Read before the queue lock (see `cpu_reading_due`).
+                self.control_unqueued(now_ns, cpu_ns());
+            }
             return false;
         }
         // A whole quantum spent with threads queued: a long statement's, whether it keeps its
@@ -2287,25 +2411,25 @@ mod tests {
         let mut a = admitted(enter(&core, 0, 0));
         let mut b = admitted(enter(&core, 1, 0));
         // Nobody waits: keep, and nothing to tell the controller.
-        assert!(!core.yields_quantum(0, &mut a.hold));
+        assert!(!core.yields_quantum(0, &mut a.hold, 0, || None));
         assert_eq!(core.long_peak.load(Ordering::Relaxed), 0);
         assert!(!a.hold.is_long());
         wait_id(enter(&core, 2, 3 * MS));
         wait_id(enter(&core, 3, 4 * MS));
         // Both waiters queued after a quantum that began at 0: the holder keeps its slot,
         // and the controller learns that a long statement runs beside waiters.
-        assert!(!core.yields_quantum(0, &mut a.hold));
+        assert!(!core.yields_quantum(0, &mut a.hold, 0, || None));
         assert_eq!(core.long_peak.swap(0, Ordering::Relaxed), 1);
         // The hold is marked and counted once, however many quanta it keeps.
         assert!(a.hold.is_long());
-        assert!(!core.yields_quantum(0, &mut a.hold));
+        assert!(!core.yields_quantum(0, &mut a.hold, 0, || None));
         assert_eq!(core.long_holders(), 1);
         assert_eq!(core.long_peak.swap(0, Ordering::Relaxed), 1);
         assert!(core.long_kept.swap(false, Ordering::Relaxed));
         // One of them queued before a quantum that began at 3.5 ms: give way. The whole
         // quantum spent with threads queued marks the hold all the same (a long statement
         // that locked a waiter out), but no keep is reported.
-        assert!(core.yields_quantum(7 * MS / 2, &mut b.hold));
+        assert!(core.yields_quantum(7 * MS / 2, &mut b.hold, 0, || None));
         assert!(b.hold.is_long());
         assert_eq!(core.long_holders(), 2);
         assert_eq!(core.long_peak.swap(0, Ordering::Relaxed), 2);
@@ -2317,8 +2441,8 @@ mod tests {
         // still 2, queued at 3 ms.
         let (who, mut d) = exit_to(&core, b.hold, 5 * MS).expect("handed off");
         assert_eq!(who, 3);
-        assert!(!core.yields_quantum(2 * MS, &mut d.hold));
-        assert!(core.yields_quantum(3 * MS, &mut d.hold));
+        assert!(!core.yields_quantum(2 * MS, &mut d.hold, 0, || None));
+        assert!(core.yields_quantum(3 * MS, &mut d.hold, 0, || None));
         assert_eq!(core.long_holders(), 2);
         assert_eq!(core.long_peak.load(Ordering::Relaxed), 2);
         // Once 2 is served too, nobody waits: keep. The long statement that left is no
@@ -2326,12 +2450,12 @@ mod tests {
         let (who, mut c) = exit_to(&core, d.hold, 6 * MS).expect("handed off");
         assert_eq!(who, 2);
         assert_eq!(core.long_holders(), 1);
-        assert!(!core.yields_quantum(u64::MAX, &mut c.hold));
+        assert!(!core.yields_quantum(u64::MAX, &mut c.hold, 0, || None));
         // A waiter that cancels is forgotten as the oldest.
         let e = wait_id(enter(&core, 4, 7 * MS));
-        assert!(core.yields_quantum(8 * MS, &mut c.hold));
+        assert!(core.yields_quantum(8 * MS, &mut c.hold, 0, || None));
         assert!(core.cancel_wait(e).is_none());
-        assert!(!core.yields_quantum(8 * MS, &mut c.hold));
+        assert!(!core.yields_quantum(8 * MS, &mut c.hold, 0, || None));
         for hold in [a.hold, c.hold] {
             assert!(exit_to(&core, hold, 9 * MS).is_none());
         }
@@ -2344,7 +2468,7 @@ mod tests {
         let core: AutoCore<u32> = AutoCore::new(params(1));
         let mut a = admitted(enter(&core, 0, 0));
         wait_id(enter(&core, 1, 3 * MS));
-        assert!(!core.yields_quantum(0, &mut a.hold));
+        assert!(!core.yields_quantum(0, &mut a.hold, 0, || None));
         assert_eq!(core.long_holders(), 1);
         // The holder parks on a lock: its slot is lent to the waiter, and the session drops
         // its hold once the loan gave the slot back.
@@ -2769,6 +2893,174 @@ mod tests {
         assert_eq!((r.idle_cpu, r.fruitless), (6, 3));
         assert_eq!(r.moves(), c.raises() + c.cuts());
         assert!(limit <= 4, "the limit never ran away: {limit}");
+    }
+
+    /// Feeds `c` windows of 20 ms in which nobody queued and two long statements held slots,
+    /// with the CPUs `u` busy, from a limit of `limit`, each ended by `decide_unqueued`; returns
+    /// the limits it cut to. Synthetic times and readings, no clock.
+    fn unqueued_windows(c: &mut LimitController, limit: u32, u: f64, n: usize) -> Vec<u32> {
+        let mut t = (0, 0);
+        c.decide(limit, 0, Some(0));
+        let mut limit = limit;
+        let mut cuts = Vec::new();
+        for _ in 0..n {
+            c.observe_long_holders(2, true);
+            t.0 += 20 * MS;
+            t.1 += (40.0 * u * MS as f64) as u64;
+            match c.decide_unqueued(limit, t.0, Some(t.1)) {
+                Decision::Cut(n) => {
+                    cuts.push(n);
+                    limit = n;
+                }
+                Decision::Hold => {}
+                Decision::Raise(n) => panic!("raised to {n} with nobody queued"),
+            }
+        }
+        cuts
+    }
+
+    #[test]
+    fn with_nobody_queued_long_statements_on_busy_cpus_cut_a_limit_above_the_lane_towards_it() {
+        // 2 CPUs, two long statements (the lane: 3 slots), a limit of 32 that nobody queues
+        // at: halved window by window down to the lane.
+        let mut c = LimitController::new(2, 2, 1000);
+        let cuts = unqueued_windows(&mut c, 32, 1.0, 20);
+        assert_eq!(cuts, [16, 8, 4, 3]);
+        let r = c.reasons();
+        assert_eq!((r.lane_cut, r.windows), (4, 0), "no window with a queue");
+        assert_eq!(r.moves(), c.raises() + c.cuts());
+        // Three quarters busy (less than a CPU's worth idle, but not every CPU): nothing.
+        // Long statements that wait need their slots to keep the CPUs that busy.
+        let mut c = LimitController::new(2, 2, 1000);
+        assert_eq!(unqueued_windows(&mut c, 8, 0.75, 20), []);
+    }
+
+    #[test]
+    fn with_nobody_queued_and_no_long_statement_known_busy_cpus_cut_towards_the_resting_floor() {
+        // Every session inside, the CPUs busy, nothing known of long statements: no rule can
+        // ask for more than the resting floor (4 on 2 CPUs).
+        let mut c = LimitController::new(2, 2, 1000);
+        c.decide(32, 0, Some(0));
+        let mut limit = 32;
+        let mut cuts = Vec::new();
+        for w in 1..=20 {
+            match c.decide_unqueued(limit, w * 20 * MS, Some(w * 40 * MS)) {
+                Decision::Cut(n) => {
+                    cuts.push(n);
+                    limit = n;
+                }
+                Decision::Hold => {}
+                Decision::Raise(n) => panic!("raised to {n} with nobody queued"),
+            }
+        }
+        assert_eq!(cuts, [16, 8, 4]);
+        assert_eq!(c.reasons().busy, 3);
+        // With the CPU clock's lag (4 ms per other CPU) one 20 ms window cannot tell 1.0
+        // from under 0.95: the reading goes on, and the second window decides.
+        let mut c = LimitController::new(2, 2, 1000).with_cpu_lag(Duration::from_millis(4));
+        c.decide(32, 0, Some(0));
+        assert_eq!(
+            c.decide_unqueued(32, 20 * MS, Some(40 * MS)),
+            Decision::Hold
+        );
+        assert_eq!(c.reasons().deferred, 1);
+        assert_eq!(
+            c.decide_unqueued(32, 40 * MS, Some(80 * MS)),
+            Decision::Cut(16)
+        );
+        // Under 95 % busy (holders that wait): nothing.
+        let mut c = LimitController::new(2, 2, 1000);
+        c.decide(32, 0, Some(0));
+        for w in 1..=20 {
+            let cpu = w * 20 * MS * 2 * 9 / 10;
+            assert_eq!(
+                c.decide_unqueued(32, w * 20 * MS, Some(cpu)),
+                Decision::Hold
+            );
+        }
+    }
+
+    #[test]
+    fn with_nobody_queued_a_cpus_worth_idle_leaves_the_limit_and_a_stale_reading_starts_over() {
+        // Long statements that wait (a CPU's worth idle): their slots are not what the CPUs
+        // are short of.
+        let mut c = LimitController::new(2, 2, 1000);
+        assert_eq!(unqueued_windows(&mut c, 32, 0.25, 20), []);
+        assert_eq!(c.reasons().moves(), 0);
+        // A reading begun long ago (the last decision, before nobody queued) only starts a
+        // new one, whatever it read.
+        let mut c = LimitController::new(2, 2, 1000);
+        c.decide(32, 0, Some(0));
+        c.observe_long_holders(2, true);
+        c.decide_unqueued(32, 20 * MS, Some(40 * MS));
+        c.observe_long_holders(2, true);
+        let late = 20 * MS + MAX_READING.as_nanos() as u64 + 1;
+        assert_eq!(c.decide_unqueued(32, late, Some(late * 2)), Decision::Hold);
+        c.observe_long_holders(2, true);
+        assert_eq!(
+            c.decide_unqueued(32, late + 20 * MS, Some(late * 2 + 40 * MS)),
+            Decision::Cut(16)
+        );
+    }
+
+    #[test]
+    fn a_window_in_which_threads_queued_is_decided_by_the_ordinary_rules_even_if_none_is_now() {
+        // CPUs idle with threads queued earlier in the window: the idle rule raises, as a
+        // grant at the window's end would have had it.
+        let mut c = LimitController::new(2, 2, 1000);
+        c.decide(4, 0, Some(0));
+        c.observe_queue();
+        assert!(matches!(
+            c.decide_unqueued(4, 20 * MS, Some(10 * MS)),
+            Decision::Raise(_)
+        ));
+        assert_eq!(c.reasons().idle_cpu, 1);
+    }
+
+    #[test]
+    fn a_holder_past_its_quantum_with_nobody_queued_runs_the_controller_once_a_window_and_it_cuts_to_the_resting_floor(
+    ) {
+        // An adaptive core on 2 CPUs started at 32; two holders past their quanta, nobody
+        // queued. Each quantum end keeps its slot; once per window the controller decides on
+        // the CPU reading it is handed (both CPUs busy) and cuts towards the resting floor.
+        // Neither holder is counted long: with every session inside, a preempted short
+        // statement would look the same.
+        let core: AutoCore<u32> = AutoCore::new(AutoParams {
+            start_limit: 32,
+            cpus: 2,
+            min_limit: 2,
+            adaptive: true,
+            ..params(32)
+        });
+        let mut a = admitted(enter(&core, 0, 0));
+        let mut b = admitted(enter(&core, 1, 0));
+        let mut reads = 0;
+        let mut t = 0;
+        while core.limit() > 4 && t < 2_000 * MS {
+            t += 5 * MS;
+            for h in [&mut a.hold, &mut b.hold] {
+                assert!(!core.yields_quantum(0, h, t, || {
+                    reads += 1;
+                    Some(2 * t)
+                }));
+            }
+        }
+        assert_eq!(core.limit(), 4, "two slots per CPU");
+        let g = core.gauges();
+        assert_eq!((g.long_holders, g.limit_reasons.busy), (0, 3));
+        // One reading per window (20 ms, from the core's start), not per quantum end.
+        assert!(
+            reads <= (t / (20 * MS)) as u32 + 1,
+            "{reads} reads in {t} ns"
+        );
+        // At the floor nothing more is cut.
+        for _ in 0..10 {
+            t += 20 * MS;
+            assert!(!core.yields_quantum(0, &mut a.hold, t, || Some(2 * t)));
+        }
+        assert_eq!(core.limit(), 4);
+        let _ = core.exit(a.hold, || t);
+        let _ = core.exit(b.hold, || t);
     }
 
     #[test]
