@@ -1426,24 +1426,11 @@ fn interrupt_after_progress(
 #[test]
 fn ctrl_c_during_an_oltp_point_exits_130_without_a_report() {
     let dir = temp("oltp-ctrl-c");
-    let data = dir.join("data");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_turnstile"))
-        .args(["repro", "oltp", "--rows", "2000", "--range", "100"])
-        .args([
-            "--policies",
-            "unlimited",
-            "--threads",
-            "2",
-            "--seconds",
-            "3",
-            "--json",
-        ])
-        .args(["--data-dir", data.to_str().unwrap()])
-        .args(["--out", dir.join("out").to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run turnstile repro oltp");
+    let mut child = spawn_repro_oltp(
+        &dir,
+        &["--rows", "2000", "--range", "100", "--threads", "2"],
+        &["--seconds", "3", "--json"],
+    );
     // After the progress line of the only point: its warm-up and window follow. Whether the
     // signal lands in the warm-up or the window, the point's figures would be cut short:
     // either way the run must end interrupted.
@@ -1459,23 +1446,11 @@ fn ctrl_c_during_a_table_load_exits_130_without_loading_the_rest() {
     // The load of a 2,000,000-row table (40 batches) stops at the batch after the signal,
     // rather than loading on and stopping at the first statement's end.
     let dir = temp("load-ctrl-c");
-    let data = dir.join("data");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_turnstile"))
-        .args([
-            "repro",
-            "oltp",
-            "--rows",
-            "2000000",
-            "--policies",
-            "unlimited",
-        ])
-        .args(["--threads", "1", "--seconds", "1"])
-        .args(["--data-dir", data.to_str().unwrap()])
-        .args(["--out", dir.join("out").to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run turnstile repro oltp");
+    let mut child = spawn_repro_oltp(
+        &dir,
+        &["--rows", "2000000", "--threads", "1"],
+        &["--seconds", "1"],
+    );
     // The first progress line of the load (10 %, the 4th batch).
     let mut stderr = interrupt_after_progress(&mut child, "loading rows");
     let mut rest = String::new();
@@ -1531,4 +1506,19 @@ fn assert_steps_within_total(stderr: &str) {
     );
     let &(last, total) = steps.last().unwrap();
     assert_eq!(last, total, "{stderr}");
+}
+
+/// `turnstile repro oltp` of the `unlimited` policy with `args` and `more`, its data and report
+/// under `dir`, stdout and stderr piped.
+fn spawn_repro_oltp(dir: &std::path::Path, args: &[&str], more: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_turnstile"))
+        .args(["repro", "oltp", "--policies", "unlimited"])
+        .args(args)
+        .args(more)
+        .args(["--data-dir", dir.join("data").to_str().unwrap()])
+        .args(["--out", dir.join("out").to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run turnstile repro oltp")
 }

@@ -1638,13 +1638,7 @@ impl<W: Clone> AutoCore<W> {
         cpu_ns: impl FnOnce() -> Option<u64>,
         out: &mut Releases<W>,
     ) {
-        if !self.p.adaptive {
-            return;
-        }
-        q.controller
-            .set_reading_cost(self.reading_cost_ns.load(Ordering::Relaxed));
-        q.controller.set_cpus_available(self.cpus_noted());
-        if !q.controller.window_over(now) {
+        if !self.p.adaptive || !self.window_due(q, now) {
             return;
         }
         let limit = self.slots.limit();
@@ -1653,16 +1647,34 @@ impl<W: Clone> AutoCore<W> {
         q.controller.observe_waiting(waiting);
         self.pass_long_holder(q);
         let decision = q.controller.decide(limit, now, cpu_ns());
+        if self.apply(q, decision, now) {
+            self.hand_off(q, now, out);
+        }
+    }
+
+    /// Hands the driver's latest measurements (the reading's cost, the CPUs others leave)
+    /// to the controller, and says whether its window is over at `now`.
+    fn window_due(&self, q: &mut Queue<W>, now: u64) -> bool {
+        q.controller
+            .set_reading_cost(self.reading_cost_ns.load(Ordering::Relaxed));
+        q.controller.set_cpus_available(self.cpus_noted());
+        q.controller.window_over(now)
+    }
+
+    /// Applies a decision made at `now` (the queue lock held): the limit, and when the next
+    /// window ends. Whether it raised (slots to hand to waiters).
+    fn apply(&self, q: &mut Queue<W>, decision: Decision, now: u64) -> bool {
         self.window_restarted(q, now);
         match decision {
-            Decision::Hold => {}
+            Decision::Hold => false,
             Decision::Cut(n) => {
                 self.slots.set_limit(n);
+                false
             }
             Decision::Raise(n) => {
                 self.slots.set_limit(n);
                 q.limit_max = q.limit_max.max(n);
-                self.hand_off(q, now, out);
+                true
             }
         }
     }
@@ -1675,29 +1687,16 @@ impl<W: Clone> AutoCore<W> {
             // The ordinary decision is made when one of them is granted.
             return;
         }
-        q.controller
-            .set_reading_cost(self.reading_cost_ns.load(Ordering::Relaxed));
-        q.controller.set_cpus_available(self.cpus_noted());
-        if !q.controller.window_over(now) {
+        if !self.window_due(&mut q, now) {
             return;
         }
         self.pass_long_holder(&mut q);
         let decision = q
             .controller
             .decide_unqueued(self.slots.limit(), now, cpu_ns);
-        self.window_restarted(&q, now);
-        match decision {
-            Decision::Cut(n) => {
-                self.slots.set_limit(n);
-            }
-            Decision::Raise(n) => {
-                // Only when threads queued in the window after all (the ordinary rules):
-                // nobody is queued now to hand the new slots to.
-                self.slots.set_limit(n);
-                q.limit_max = q.limit_max.max(n);
-            }
-            Decision::Hold => {}
-        }
+        // A raise (threads queued in the window after all: the ordinary rules) has nobody
+        // queued now to hand its slots to.
+        self.apply(&mut q, decision, now);
     }
 
     /// A queued waiter's periodic check (every [`STALL_PERIOD`] of its wait). If no slot was
@@ -1720,17 +1719,8 @@ impl<W: Clone> AutoCore<W> {
             q.controller.set_cpus_available(self.cpus_noted());
             let limit = self.slots.limit();
             let decision = q.controller.decide(limit, now_ns, cpu_ns());
-            self.window_restarted(&q, now_ns);
-            match decision {
-                Decision::Raise(n) => {
-                    self.slots.set_limit(n);
-                    q.limit_max = q.limit_max.max(n);
-                }
-                Decision::Cut(n) => {
-                    self.slots.set_limit(n);
-                }
-                Decision::Hold => {}
-            }
+            // Handed off below, raised or not.
+            self.apply(&mut q, decision, now_ns);
         }
         self.hand_off(&mut q, now_ns, &mut out);
         out
