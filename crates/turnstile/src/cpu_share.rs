@@ -154,13 +154,18 @@ impl CpuShare {
                 now_ns.saturating_sub(s.at_ns) >= SPAN.as_nanos() as u64
             });
             if due {
-                if let Some(now) = self.read(now_ns, process_ns) {
-                    let est = last.as_ref().and_then(|a| available(a, &now, self.tick_ns));
-                    // Relaxed: a measurement handed over, read by the controller's next
-                    // decision (under the queue lock, which orders nothing with it).
-                    self.available
-                        .store(est.map_or(UNKNOWN, f64::to_bits), Ordering::Relaxed);
-                    *last = Some(now);
+                let now = self.read(now_ns, process_ns);
+                let est = match (&*last, &now) {
+                    (Some(a), Some(b)) => available(a, b, self.tick_ns),
+                    _ => None,
+                };
+                // Relaxed: a measurement handed over, read by the controller's next decision
+                // (under the queue lock, which orders nothing with it). A file that can no
+                // longer be read leaves no estimate rather than the last one for ever.
+                self.available
+                    .store(est.map_or(UNKNOWN, f64::to_bits), Ordering::Relaxed);
+                if now.is_some() {
+                    *last = now;
                 }
             }
         }
