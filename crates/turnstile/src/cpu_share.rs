@@ -111,28 +111,42 @@ pub(crate) struct CpuShare {
     mask: Option<Vec<bool>>,
     /// One USER_HZ tick, ns.
     tick_ns: u64,
-    last: Mutex<Option<Sample>>,
+    last: Mutex<Last>,
     /// The CPUs available (f64 bits), or [`UNKNOWN`].
     available: AtomicU64,
 }
 
 const UNKNOWN: u64 = u64::MAX;
 
+/// The last sample, and when the last read was tried (a read that failed is not tried
+/// again before a span has passed either).
+#[derive(Debug)]
+struct Last {
+    sample: Option<Sample>,
+    tried_ns: u64,
+}
+
 impl CpuShare {
-    /// Takes the first sample at `now_ns` (the driver's clock). `None` where the counts
-    /// cannot be read: off Linux, under loom, without `/proc`.
-    pub(crate) fn new(now_ns: u64) -> Option<CpuShare> {
+    /// Takes the first sample at `now_ns` (the driver's clock), for a controller of `cpus`
+    /// CPUs. `None` where the counts cannot be read: off Linux, under loom, without `/proc`.
+    /// The affinity set is the creating thread's: where it holds fewer CPUs than the
+    /// controller's (a creator pinned to some of them), every CPU is counted instead.
+    pub(crate) fn new(now_ns: u64, cpus: u32) -> Option<CpuShare> {
         if cfg!(loom) || !cfg!(target_os = "linux") {
             return None;
         }
+        let mask = affinity().filter(|m| m.iter().filter(|&&b| b).count() >= cpus as usize);
         let share = CpuShare {
-            mask: affinity(),
+            mask,
             tick_ns: user_hz_tick_ns()?,
-            last: Mutex::new(None),
+            last: Mutex::new(Last {
+                sample: None,
+                tried_ns: now_ns,
+            }),
             available: AtomicU64::new(UNKNOWN),
         };
         let first = share.read(now_ns, crate::clock::process_cpu_ns()?)?;
-        *share.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(first);
+        share.last.lock().unwrap_or_else(|e| e.into_inner()).sample = Some(first);
         Some(share)
     }
 
@@ -150,12 +164,10 @@ impl CpuShare {
     /// other thread is sampling now (`process_ns`: the process's CPU time at `now_ns`).
     pub(crate) fn sample(&self, now_ns: u64, process_ns: u64) -> Option<f64> {
         if let Ok(mut last) = self.last.try_lock() {
-            let due = last.as_ref().map_or(true, |s| {
-                now_ns.saturating_sub(s.at_ns) >= SPAN.as_nanos() as u64
-            });
-            if due {
+            if now_ns.saturating_sub(last.tried_ns) >= SPAN.as_nanos() as u64 {
+                last.tried_ns = now_ns;
                 let now = self.read(now_ns, process_ns);
-                let est = match (&*last, &now) {
+                let est = match (&last.sample, &now) {
                     (Some(a), Some(b)) => available(a, b, self.tick_ns),
                     _ => None,
                 };
@@ -164,9 +176,7 @@ impl CpuShare {
                 // longer be read leaves no estimate rather than the last one for ever.
                 self.available
                     .store(est.map_or(UNKNOWN, f64::to_bits), Ordering::Relaxed);
-                if now.is_some() {
-                    *last = now;
-                }
+                last.sample = now;
             }
         }
         match self.available.load(Ordering::Relaxed) {
@@ -280,7 +290,7 @@ ctxt 987\n";
     #[cfg(target_os = "linux")]
     #[test]
     fn the_estimate_waits_for_a_whole_span_and_stays_within_the_cpus() {
-        let share = CpuShare::new(1).expect("/proc/stat is readable on Linux");
+        let share = CpuShare::new(1, 1).expect("/proc/stat is readable on Linux");
         let cpu = crate::clock::process_cpu_ns().unwrap();
         // Before a span has passed there is nothing to estimate from.
         assert_eq!(share.sample(2, cpu), None);
@@ -290,7 +300,7 @@ ctxt 987\n";
         let got = share
             .sample(span + 1, cpu)
             .expect("an estimate after a span");
-        let cpus = share.last.lock().unwrap().unwrap().idle.cpus;
+        let cpus = share.last.lock().unwrap().sample.unwrap().idle.cpus;
         assert!((0.0..=f64::from(cpus)).contains(&got), "{got} of {cpus}");
         // And it holds until the next span ends.
         assert_eq!(share.sample(span + 2, cpu), Some(got));

@@ -84,7 +84,7 @@ impl Driver {
         };
         let epoch = Instant::now();
         let share = match &core {
-            Cores::Auto(a) if a.params().adaptive => CpuShare::new(1),
+            Cores::Auto(a) if a.params().adaptive => CpuShare::new(1, a.params().cpus),
             _ => None,
         };
         Driver {
@@ -233,10 +233,17 @@ impl Driver {
     pub(crate) fn stall_check(&self) {
         if let Cores::Auto(c) = &self.core {
             let now = self.precise_ns();
-            if let (Some(sh), Some(cpu)) = (&self.share, crate::clock::process_cpu_ns()) {
+            // One reading, before the queue lock, for both the estimate and the decision
+            // (taken only where it may be needed: an adaptive limit).
+            let cpu = c
+                .params()
+                .adaptive
+                .then(crate::clock::process_cpu_ns)
+                .flatten();
+            if let (Some(sh), Some(cpu)) = (&self.share, cpu) {
                 c.note_cpus_available(sh.sample(now, cpu));
             }
-            let out = c.stall_check(now, crate::clock::process_cpu_ns);
+            let out = c.stall_check(now, || cpu);
             self.deliver_all(out);
         }
     }

@@ -135,6 +135,14 @@ pub const CPU_CLOCK_LAG: Duration = Duration::from_millis(4);
 /// stands.
 pub const MAX_READING: Duration = Duration::from_millis(200);
 
+/// A cut made with nobody queued ([`LimitController::decide_unqueued`]) that the ordinary
+/// rules raise back within this long was undone: the slots were needed after all (statements
+/// shorter than a wake-up, whose hand-offs the hand-off and drain rules pay back). Cuts with
+/// nobody queued then wait, as idle raises do after fruitless ones ([`FRUITLESS_BACKOFF`],
+/// doubling up to [`FRUITLESS_BACKOFF_MAX`]). The longest reading (200 ms): a raise later
+/// than that answers a new load, not the cut.
+pub const UNQUEUED_UNDONE_WITHIN: Duration = MAX_READING;
+
 /// The fewest CPUs the controller reads its CPU use against when others take nearly all of
 /// them ([`LimitController::set_cpus_available`]): a twentieth of a CPU, so that a reading
 /// is never divided by nothing (the process then reads busy, which it is, on what it gets).
@@ -334,6 +342,13 @@ struct Tally {
     /// The CPUs other processes leave this one, as the driver last estimated them over half
     /// a second or more (`None`: not known; the CPU use is then read against all of them).
     cpus_available: Option<f64>,
+    /// When the last cut made with nobody queued was (0: none being watched): a raise by
+    /// the ordinary rules within [`UNQUEUED_UNDONE_WITHIN`] undoes it.
+    unqueued_cut_ns: u64,
+    /// Cuts with nobody queued wait until then after one was undone (0: not waiting).
+    unqueued_resume_ns: u64,
+    /// How long the next such wait lasts (0: [`FRUITLESS_BACKOFF`]).
+    unqueued_backoff_ns: u64,
     raises: u64,
     cuts: u64,
     reasons: LimitReasons,
@@ -442,7 +457,8 @@ pub struct LimitReasons {
     pub bounds: u64,
     /// Windows whose CPU reading could not yet tell which side of a threshold the CPU use
     /// was on (its error, from [`CPU_CLOCK_LAG`], straddled it): the reading went on into the
-    /// next window. Not a move.
+    /// next window (also in the checks made without a queue, which `windows` does not
+    /// count). Not a move.
     pub deferred: u64,
 }
 
@@ -756,7 +772,8 @@ impl LimitController {
     /// `bench gate --block-us 200` at 64 threads lost half its throughput that way, each
     /// cut undone by idle raises over several windows.
     /// A reading begun too long ago (the last decision, before nobody queued) only starts a
-    /// new one. Measured: `repro mixed --policies auto --limit 32` (started above its 18
+    /// new one. A cut the ordinary rules raise back within [`UNQUEUED_UNDONE_WITHIN`] makes
+    /// the next ones wait 1 s, doubling up to 8 s. Measured: `repro mixed --policies auto --limit 32` (started above its 18
     /// sessions) decided nothing, and its scans took 6.2–7.3 × a lone scan. If threads queued
     /// in the window after all, the ordinary decision is made.
     pub fn decide_unqueued(&mut self, limit: u32, now_ns: u64, cpu_ns: Option<u64>) -> Decision {
@@ -769,7 +786,12 @@ impl LimitController {
             (Some(now), Some(start)) if span_ns > 0 => Some(now.saturating_sub(start)),
             _ => None,
         };
-        let (Some(used), false) = (used, span_ns > MAX_READING.as_nanos() as u64) else {
+        // Begun before nobody queued (or long ago): a reading of its own is needed. Not
+        // stale within two windows, which are as long as the longest reading where the CPU
+        // reading is costly.
+        let stale = span_ns > MAX_READING.as_nanos().max(2 * u128::from(self.window_ns())) as u64;
+        let waiting = now_ns < self.tally.unqueued_resume_ns;
+        let (Some(used), false, false) = (used, stale, waiting) else {
             self.restart(now_ns, cpu_ns);
             return Decision::Hold;
         };
@@ -801,14 +823,20 @@ impl LimitController {
             return Decision::Hold;
         }
         let t = &mut *self.tally;
+        // As in `decide`: another rule decided (no run of idle raises goes on), with the
+        // CPUs in use (idle raises may probe at once).
         t.probe = None;
+        t.idle_resume_ns = 0;
+        t.backoff_ns = 0;
+        t.wait_from = 0;
+        t.unqueued_cut_ns = now_ns;
         if long > 0 {
             t.reasons.lane_cut += 1;
         } else {
             t.reasons.busy += 1;
         }
         t.cuts += 1;
-        Decision::Cut((limit / 2).max(floor))
+        Decision::Cut((limit / 2).max(floor).min(self.max))
     }
 
     /// Ends the window at `now_ns`, with the process's CPU time so far `cpu_ns` (`None`: not
@@ -988,6 +1016,25 @@ impl LimitController {
                 reason
             };
         let tally = &mut *self.tally;
+        if tally.unqueued_cut_ns != 0 {
+            let within = now_ns.saturating_sub(tally.unqueued_cut_ns)
+                <= UNQUEUED_UNDONE_WITHIN.as_nanos() as u64;
+            if clamped > limit && within {
+                // The cut with nobody queued was undone: such cuts wait.
+                let backoff = match tally.unqueued_backoff_ns {
+                    0 => FRUITLESS_BACKOFF.as_nanos() as u64,
+                    b => b,
+                };
+                tally.unqueued_resume_ns = now_ns.saturating_add(backoff);
+                tally.unqueued_backoff_ns =
+                    (backoff * 2).min(FRUITLESS_BACKOFF_MAX.as_nanos() as u64);
+                tally.unqueued_cut_ns = 0;
+            } else if !within {
+                // It held: the next one undone waits the shortest time.
+                tally.unqueued_backoff_ns = 0;
+                tally.unqueued_cut_ns = 0;
+            }
+        }
         match clamped.cmp(&limit) {
             std::cmp::Ordering::Greater => {
                 *reason(&mut tally.reasons) += 1;
@@ -1215,6 +1262,27 @@ impl<W: Clone> AutoCore<W> {
     pub fn cpu_reading_due(&self, now_ns: u64) -> bool {
         // Relaxed: a hint; the decision itself is made under the queue lock.
         self.p.adaptive && now_ns >= self.window_end_ns.load(Ordering::Relaxed)
+    }
+
+    /// [`AutoCore::cpu_reading_due`], claimed by one thread: the hint moves a window on, so
+    /// the holders whose quanta end while this one reads (a reading walks every thread of
+    /// the process) do not read too. The decision then sets the window's real end. A
+    /// `finish_wait` that finds the hint moved reads under the queue lock, as with any stale
+    /// hint.
+    fn claim_reading(&self, now_ns: u64) -> bool {
+        // Relaxed: a hint, as `cpu_reading_due`; the CAS only keeps two claimants apart.
+        let end = self.window_end_ns.load(Ordering::Relaxed);
+        self.p.adaptive
+            && now_ns >= end
+            && self
+                .window_end_ns
+                .compare_exchange(
+                    end,
+                    now_ns.saturating_add(CONTROL_WINDOW.as_nanos() as u64),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
     }
 
     /// After a decision at `now_ns` (the queue lock held): the next window's end, for
@@ -1691,6 +1759,12 @@ impl<W: Clone> AutoCore<W> {
             return;
         }
         self.pass_long_holder(&mut q);
+        // The long statements still holding slots (exact: counted until their holds are
+        // given back), so that the lane is not forgotten while no quantum ends beside waiters.
+        let long = self.long_holders();
+        if long > 0 {
+            q.controller.observe_long_holders(long, false);
+        }
         let decision = q
             .controller
             .decide_unqueued(self.slots.limit(), now, cpu_ns);
@@ -1812,16 +1886,16 @@ impl<W: Clone> AutoCore<W> {
     /// asked again), marks `hold` as a long statement's (counted in
     /// [`AutoCore::long_holders`] until the hold is given back), and tells the controller
     /// that long statements keep their slots beside waiters that other slots serve
-    /// ([`LimitController::observe_long_holders`]). Lock-free: two loads (and one increment
-    /// the first time a hold is marked). A stale reading is harmless: a waiter served a moment ago makes the holder
+    /// ([`LimitController::observe_long_holders`]). Lock-free with threads queued: two loads
+    /// (and one increment the first time a hold is marked). A stale reading is harmless: a waiter served a moment ago makes the holder
     /// give way once more than needed, and one queued a moment ago is seen at the next
     /// quantum's end.
     ///
     /// With nobody queued it keeps its slot, and where the limit is above the CPUs (an
-    /// adaptive core), at most once per controller window (a lock-free check first), the
-    /// controller decides without a queue ([`LimitController::decide_unqueued`]), at `now_ns` with the CPU
-    /// reading `cpu_ns` (taken only then): the limit may be cut towards the lane, never
-    /// raised.
+    /// adaptive core), at most once per controller window (claimed lock-free first), the
+    /// controller decides without a queue ([`LimitController::decide_unqueued`]), at `now_ns`
+    /// with the CPU reading `cpu_ns` (taken only then, before the queue lock): the limit may
+    /// be cut; raised only where threads queued in the window after all (the ordinary rules).
     pub fn yields_quantum(
         &self,
         quantum_start_ns: u64,
@@ -1833,7 +1907,7 @@ impl<W: Clone> AutoCore<W> {
             // The lane is at least the CPUs: at or below them there is nothing to cut.
             // Not counted as a long statement: with every session inside, a short one the
             // kernel preempted for a quantum looks the same.
-            if self.p.adaptive && self.slots.limit() > self.p.cpus && self.cpu_reading_due(now_ns) {
+            if self.p.adaptive && self.slots.limit() > self.p.cpus && self.claim_reading(now_ns) {
                 // Read before the queue lock (see `cpu_reading_due`).
                 self.control_unqueued(now_ns, cpu_ns());
             }
@@ -2994,6 +3068,56 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_with_nobody_queued_that_the_ordinary_rules_raise_back_makes_the_next_ones_wait() {
+        let mut c = LimitController::new(2, 2, 1000);
+        let (mut t, mut cpu) = (0, 0);
+        c.decide(8, 0, Some(0));
+        // Nobody queued, the CPUs busy: halved.
+        (t, cpu) = (t + 20 * MS, cpu + 40 * MS);
+        assert_eq!(c.decide_unqueued(8, t, Some(cpu)), Decision::Cut(4));
+        // Threads queue at once and the CPUs read half idle: the idle rule raises it back.
+        (t, cpu) = (t + 20 * MS, cpu + 20 * MS);
+        c.observe_queue();
+        let Decision::Raise(mut limit) = c.decide(4, t, Some(cpu)) else {
+            panic!("the idle rule raises");
+        };
+        // Cuts with nobody queued now wait a second from the raise, however busy the CPUs
+        // read.
+        while t + 20 * MS < 40 * MS + FRUITLESS_BACKOFF.as_nanos() as u64 {
+            (t, cpu) = (t + 20 * MS, cpu + 40 * MS);
+            assert_eq!(c.decide_unqueued(limit, t, Some(cpu)), Decision::Hold);
+        }
+        // Each check during the wait began a reading: the first after it decides.
+        (t, cpu) = (t + 20 * MS, cpu + 40 * MS);
+        let Decision::Cut(n) = c.decide_unqueued(limit, t, Some(cpu)) else {
+            panic!("cut again after the wait");
+        };
+        limit = n;
+        // Undone again at once: the wait doubles.
+        (t, cpu) = (t + 20 * MS, cpu + 20 * MS);
+        c.observe_queue();
+        assert!(matches!(c.decide(limit, t, Some(cpu)), Decision::Raise(_)));
+        let raised_at = t;
+        while t < raised_at + 2 * FRUITLESS_BACKOFF.as_nanos() as u64 - 20 * MS {
+            (t, cpu) = (t + 20 * MS, cpu + 40 * MS);
+            assert_eq!(c.decide_unqueued(40, t, Some(cpu)), Decision::Hold);
+        }
+        assert_eq!(c.reasons().busy, 2);
+    }
+
+    #[test]
+    fn a_window_stretched_by_a_costly_reading_is_decided_without_a_queue_too() {
+        // A reading that costs 3 ms stretches the window to the longest reading (200 ms):
+        // a reading one window long is not stale.
+        let mut c = LimitController::new(2, 2, 1000);
+        c.set_reading_cost(3 * MS);
+        assert_eq!(c.window_ns(), MAX_READING.as_nanos() as u64);
+        c.decide(32, 0, Some(0));
+        let t = MAX_READING.as_nanos() as u64 + 10 * MS;
+        assert_eq!(c.decide_unqueued(32, t, Some(2 * t)), Decision::Cut(16));
+    }
+
+    #[test]
     fn a_window_in_which_threads_queued_is_decided_by_the_ordinary_rules_even_if_none_is_now() {
         // CPUs idle with threads queued earlier in the window: the idle rule raises, as a
         // grant at the window's end would have had it.
@@ -3051,6 +3175,35 @@ mod tests {
         assert_eq!(core.limit(), 4);
         let _ = core.exit(a.hold, || t);
         let _ = core.exit(b.hold, || t);
+    }
+
+    #[test]
+    fn with_nobody_queued_the_long_statements_still_holding_slots_keep_their_lane() {
+        // 9 holders on 2 CPUs at a limit of 32, 8 of them long statements (marked while
+        // threads queued, earlier): with nobody queued now the limit is halved down to their
+        // lane, 9, not to the resting floor of 4.
+        let core: AutoCore<u32> = AutoCore::new(AutoParams {
+            start_limit: 32,
+            cpus: 2,
+            min_limit: 2,
+            adaptive: true,
+            ..params(32)
+        });
+        let mut holds: Vec<Admission> = (0..9).map(|i| admitted(enter(&core, i, 0))).collect();
+        for a in &mut holds[..8] {
+            core.mark_long(&mut a.hold);
+        }
+        let mut t = 0;
+        for _ in 0..100 {
+            t += 10 * MS;
+            assert!(!core.yields_quantum(0, &mut holds[8].hold, t, || Some(2 * t)));
+        }
+        assert_eq!(core.limit(), 9);
+        let r = core.gauges().limit_reasons;
+        assert_eq!((r.lane_cut, r.busy), (2, 0), "32 -> 16 -> 9");
+        for a in holds {
+            let _ = core.exit(a.hold, || t);
+        }
     }
 
     #[test]
