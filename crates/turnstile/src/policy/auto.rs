@@ -557,7 +557,7 @@ impl LimitController {
 
     /// The resting floor: [`SLOTS_PER_CPU`] slots per CPU within the bounds, or `min` where
     /// the bounds were set below the CPUs.
-    fn rest(&self) -> u32 {
+    pub(crate) fn rest(&self) -> u32 {
         if self.min < self.cpus {
             self.min
         } else {
@@ -1195,6 +1195,9 @@ pub struct AutoCore<W> {
     /// The CPUs other processes leave this one (f64 bits; [`NO_ESTIMATE`]: unknown), handed
     /// to the controller when it next runs ([`AutoCore::note_cpus_available`]).
     cpus_available: AtomicU64,
+    /// The controller's resting floor (fixed by the bounds), below which a decision without
+    /// a queue never cuts: at or under it a quantum's end reads no CPU clock.
+    unqueued_floor: u32,
 }
 
 /// `AutoCore::cpus_available` holds no estimate.
@@ -1206,7 +1209,10 @@ pub type Releases<W> = Vec<Release<W>>;
 impl<W: Clone> AutoCore<W> {
     /// A core with these parameters.
     pub fn new(p: AutoParams) -> Self {
+        let controller =
+            LimitController::new(p.cpus, p.min_limit, p.max_limit).with_cpu_lag(p.cpu_clock_lag);
         AutoCore {
+            unqueued_floor: controller.rest(),
             slots: AtomicSlots::new(p.start_limit),
             queued: AtomicU32::new(0),
             q: Mutex::new(Queue {
@@ -1217,8 +1223,7 @@ impl<W: Clone> AutoCore<W> {
                 prio: 0,
                 starving: false,
                 last_progress_ns: 0,
-                controller: LimitController::new(p.cpus, p.min_limit, p.max_limit)
-                    .with_cpu_lag(p.cpu_clock_lag),
+                controller,
                 stall_ticks: 0,
                 rejections: 0,
                 age_handoffs: 0,
@@ -1906,8 +1911,8 @@ impl<W: Clone> AutoCore<W> {
     /// give way once more than needed, and one queued a moment ago is seen at the next
     /// quantum's end.
     ///
-    /// With nobody queued it keeps its slot, and where the limit is above the CPUs (an
-    /// adaptive core), at most once per controller window (claimed lock-free first), the
+    /// With nobody queued it keeps its slot, and where the limit is above the resting floor
+    /// (an adaptive core), at most once per controller window (claimed lock-free first), the
     /// controller decides without a queue ([`LimitController::decide_unqueued`]), at `now_ns`
     /// with the CPU reading `cpu_ns` (taken only then, before the queue lock): the limit may
     /// be cut; raised only where threads queued in the window after all (the ordinary rules).
@@ -1919,10 +1924,13 @@ impl<W: Clone> AutoCore<W> {
         cpu_ns: impl FnOnce() -> Option<u64>,
     ) -> bool {
         if !self.has_waiters() {
-            // The lane is at least the CPUs: at or below them there is nothing to cut.
+            // At or below the resting floor there is nothing this decision would cut.
             // Not counted as a long statement: with every session inside, a short one the
             // kernel preempted for a quantum looks the same.
-            if self.p.adaptive && self.slots.limit() > self.p.cpus && self.claim_reading(now_ns) {
+            if self.p.adaptive
+                && self.slots.limit() > self.unqueued_floor
+                && self.claim_reading(now_ns)
+            {
                 // Read before the queue lock (see `cpu_reading_due`).
                 self.control_unqueued(now_ns, cpu_ns());
             }
@@ -3213,12 +3221,16 @@ mod tests {
             reads <= (t / (20 * MS)) as u32 + 1,
             "{reads} reads in {t} ns"
         );
-        // At the floor nothing more is cut.
+        // At the floor nothing more is read or cut.
+        let before = reads;
         for _ in 0..10 {
             t += 20 * MS;
-            assert!(!core.yields_quantum(0, &mut a.hold, t, || Some(2 * t)));
+            assert!(!core.yields_quantum(0, &mut a.hold, t, || {
+                reads += 1;
+                Some(2 * t)
+            }));
         }
-        assert_eq!(core.limit(), 4);
+        assert_eq!((core.limit(), reads), (4, before));
         let _ = core.exit(a.hold, || t);
         let _ = core.exit(b.hold, || t);
     }
