@@ -273,6 +273,10 @@ pub struct LoadResult {
     /// The longest wait still in progress when the interval ended, ns: the starvation that
     /// completed-wait percentiles cannot show (coarse clock, ±4 ms).
     pub longest_waiting_ns: u64,
+    /// `auto`: the limit decisions of the measured interval, by reason (the snapshot's
+    /// counters at its end less those at its start); `None` for the other variants.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_reasons: Option<turnstile::LimitReasons>,
 }
 
 /// The whole report.
@@ -622,6 +626,13 @@ pub fn measure_load(
                 .max()
                 .map_or(0, |d| d.as_nanos() as u64)
         }),
+        limit_reasons: match (
+            snap.as_ref().and_then(|s| s.auto),
+            snap0.and_then(|s| s.auto),
+        ) {
+            (Some(a), Some(b)) => Some(a.limit_reasons.since(&b.limit_reasons)),
+            _ => None,
+        },
     })
 }
 
