@@ -1,8 +1,10 @@
 #!/bin/bash
-# What the next lent many-core machine should run first (prepared 2026-11-26, after the second
-# lease; about 5 minutes of run time). The second lease (2026-11-26b/) found the best fixed
-# limit on 16 CPUs at 48, past `auto`'s resting floor of 2 per CPU, with repetitions that
-# spread 13 %: this settles where the best limit lies on 16 and 8 CPUs with 5 repetitions.
+# What the next lent many-core machine should run first (prepared 2026-11-27, after the third
+# lease; about 5 minutes of run time). The third lease (2026-11-27/) put `auto` at 0.946,
+# 0.974 and 1.003 x the best fixed limit at 1024 OLTP clients on 16 CPUs (a flat optimum from
+# 32 to 96) and measured the drain rule's change on one undeclared-wait load with one run a
+# binary. This repeats both with the binary that ships, and runs `repro mixed` at full size,
+# which the quick size cannot show on 16 CPUs.
 #
 # Usage (from the repository root, on the device): next-run.sh BINARY OUTDIR
 #   BINARY: a stripped release `turnstile` built on the development machine.
@@ -20,13 +22,16 @@ step() {
     echo "start $name at $(($(date +%s) - T0))s"
     timeout "$limit" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"
     echo "end $name rc=$? at $(($(date +%s) - T0))s"
-    tail -n 2 "$OUT/$name.err"
+    tail -n 1 "$OUT/$name.err"
     tar czf "$ARCH/results.tgz" -C "$OUT" . 2>/dev/null
 }
 { uname -a; nproc; lscpu; } >"$OUT/env.txt" 2>&1
-step limits-16 150 "$BIN" repro oltp --data-dir "$DATA" \
-    --policies auto,auto@32,auto@48,auto@64 --threads 1024 --reps 5 --json --out "$OUT/limits-16"
-step limits-8 150 taskset -c 0-7 "$BIN" repro oltp --data-dir "$DATA" \
-    --policies auto,auto@8,auto@16,auto@24,auto@32 --threads 1024 --reps 5 --json \
-    --out "$OUT/limits-8"
+step limits-16 120 "$BIN" repro oltp --data-dir "$DATA" \
+    --policies auto,auto@32,auto@48,auto@64,auto@96 --threads 1024 --reps 5 --json \
+    --out "$OUT/limits-16"
+for i in 1 2 3 4; do
+    step blocking-512-$i 25 "$BIN" bench gate --policies polling,auto --threads 512 --limit 512 \
+        --duration-ms 3000 --reps 1 --work-us 10 --block-us 200 --calls 10 --json
+done
+step mixed-16 120 "$BIN" repro mixed --data-dir "$DATA" --json --out "$OUT/mixed-16"
 echo "done at $(($(date +%s) - T0))s"
