@@ -165,7 +165,7 @@ mod tests {
     }
 
     #[test]
-    fn start_returns_once_every_worker_crossed_and_none_waits_on_another() {
+    fn start_returns_once_every_worker_crossed_and_a_late_arrival_still_goes() {
         let n = 64;
         let line = Arc::new(StartLine::new(n));
         let crossed = Arc::new(AtomicUsize::new(0));
@@ -185,7 +185,7 @@ mod tests {
         assert_eq!(line.crossed.load(Ordering::SeqCst), n);
         assert!(hs.into_iter().all(|h| h.join().unwrap()));
         assert_eq!(crossed.load(Ordering::SeqCst), n);
-        // Starting again changes nothing: the outcome is set once.
+        // A call-off after the start changes nothing: the outcome is set once.
         line.call_off();
         assert!(line.ready(), "a late arrival after the start still goes");
     }
