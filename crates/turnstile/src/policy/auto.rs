@@ -258,7 +258,8 @@ pub enum Decision {
 ///   them at once, the larger count of this reading and the one before, so one that gave
 ///   way a moment ago still counts). The lane is a slot for each of them plus the CPUs they
 ///   leave, at least one: `max(CPUs, L + 1)`. Unless the CPUs are surely idle by a CPU's
-///   worth (`u − e` ≥ `1 − 1/CPUs`), a limit below the lane is raised to it. The late cut
+///   worth (`u − e` ≥ `1 − 1/CPUs`, of the CPUs the use is read against: those other
+///   processes leave, where known), a limit below the lane is raised to it. The late cut
 ///   stops at the lane. If a long statement kept its slot (the short ones are served by the
 ///   other slots), a limit above the lane is also cut by a quarter towards it (not on the
 ///   first reading to see long statements, which may not yet see them all), and the
@@ -896,8 +897,10 @@ impl LimitController {
         } else {
             self.rest()
         };
-        // Idle by at least a CPU's worth: a slot holder that does not run.
-        let cpu_idle = 1.0 - 1.0 / f64::from(self.cpus);
+        // Idle by at least a CPU's worth: a slot holder that does not run. A CPU's worth of
+        // the CPUs the use is read against (`u` is a share of those): with one of 4 CPUs
+        // left to the process, a CPU idle is all of it, not a quarter.
+        let cpu_idle = 1.0 - 1.0 / self.cpus_read();
         // The idle rule decided (its run of raises goes on).
         let mut idle_branch = false;
         // The CPUs surely idle: the idle rule decides.
@@ -2698,6 +2701,30 @@ mod tests {
         ));
         let r = c.reasons();
         assert_eq!((r.lane, r.idle_cpu, r.windows), (1, 2, 4), "{r:?}");
+    }
+
+    #[test]
+    fn beside_long_statements_a_cpus_worth_idle_is_counted_in_the_cpus_other_processes_leave() {
+        // 4 CPUs, 2 of them left by other processes; exact readings (synthetic inputs). Two
+        // long statements keep their slots at the lane (4: the CPUs).
+        let mut c = LimitController::new(4, 4, 64);
+        c.set_cpus_available(Some(2.0));
+        c.decide(4, 0, Some(0));
+        // 24 ms of CPU in 20 ms: 60 % of the 2 CPUs left, 0.8 of a CPU idle, under a CPU's
+        // worth: the lane's gaps. Hold (read against all 4 CPUs, 1.6 idle of 4 would have
+        // looked like a CPU's worth, and the idle rule would have raised).
+        c.observe_queue();
+        c.observe_long_holders(2, true);
+        assert_eq!(c.decide(4, 20 * MS, Some(24 * MS)), Decision::Hold);
+        // 12 ms: 1.4 of the 2 CPUs idle, a slot holder that does not run: the idle rule.
+        c.observe_queue();
+        c.observe_long_holders(2, true);
+        assert!(matches!(
+            c.decide(4, 40 * MS, Some(36 * MS)),
+            Decision::Raise(n) if n > 4
+        ));
+        let r = c.reasons();
+        assert_eq!((r.idle_cpu, r.windows), (1, 2), "{r:?}");
     }
 
     #[test]
