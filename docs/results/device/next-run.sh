@@ -25,7 +25,9 @@ step() {
     tail -n 1 "$OUT/$name.err"
     tar czf "$ARCH/results.tgz" -C "$OUT" . 2>/dev/null
 }
-{ uname -a; nproc; lscpu; } >"$OUT/env.txt" 2>&1
+# CONFIG_HZ: the scheduler tick, the process CPU clock's lag per other CPU (`CPU_CLOCK_LAG`
+# assumes 4 ms, HZ=250, as on the development VM's kernel of the same family).
+{ uname -a; nproc; lscpu; grep -h '^CONFIG_HZ' "/boot/config-$(uname -r)"; } >"$OUT/env.txt" 2>&1
 step limits-16 120 "$BIN" repro oltp --data-dir "$DATA" \
     --policies auto,auto@32,auto@48,auto@64,auto@96 --threads 1024 --reps 5 --json \
     --out "$OUT/limits-16"
