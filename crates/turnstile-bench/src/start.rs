@@ -119,7 +119,8 @@ impl StartLine {
         }
     }
 
-    /// Calls the run off: every worker waiting, or still to arrive, gets `false`.
+    /// Calls the run off (before [`StartLine::start`]; after it, the outcome stays a start):
+    /// every worker waiting, or still to arrive, gets `false`.
     pub(crate) fn call_off(&self) {
         let s = self.lock();
         self.decide(s, OFF);

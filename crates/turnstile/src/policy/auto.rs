@@ -293,15 +293,15 @@ pub enum Decision {
 /// * **drain**: the CPUs not surely idle, no more than an eighth of the grants late, at most
 ///   [`DRAIN_QUEUE_LIMITS`] × `limit` threads waiting at once in the window, and the
 ///   reading's hand-offs (at [`HANDOFF_CPU`] each) over 5 % of its CPU time (the share the
-///   95 % mark already counts as waste): every waiter fits in at most three times the limit,
-///   and the queue only costs hand-offs. Raise by the number waiting, at most doubling (a
-///   longer queue is admitted over two windows: the first leaves fewer waiting than the
-///   new limit). This is the load whose slot holders
+///   95 % mark already counts as waste): holders and waiters together are at most three
+///   limits, and the queue only costs hand-offs. Raise by the number waiting, at most
+///   doubling (a queue longer than the limit is admitted over two windows: the first leaves
+///   fewer waiting than the new limit). This is the load whose slot holders
 ///   block in waits nobody declared: `bench gate --block-us 200`'s 64 threads, each sleeping
 ///   200 µs ten times inside its slot, kept the CPUs 97–99 % busy at a limit of 32–35 with
 ///   11,000 hand-offs a second, 86–89 % of an ungated run's throughput. A queue longer than
-///   the limit (OLTP's hundreds of clients, `repro mixed`'s 16 sessions beside its scans) is
-///   the CPUs' queue and stays; late grants say the CPUs are oversubscribed.
+///   twice the limit (OLTP's hundreds of clients, `repro mixed`'s 16 sessions beside its 4
+///   slots on 2 CPUs) is the CPUs' queue and stays; late grants say the CPUs are oversubscribed.
 /// * **busy** (`u − e` ≥ 0.98) with the limit above the floor (the resting floor, or the
 ///   lane beside long statements): every CPU is busy and more slots only add preemption;
 ///   lower by 1.
@@ -900,7 +900,8 @@ impl LimitController {
         // Idle by at least a CPU's worth: a slot holder that does not run. A CPU's worth of
         // the CPUs the use is read against (`u` is a share of those): with one of 4 CPUs
         // left to the process, a CPU idle is all of it, not a quarter.
-        let cpu_idle = 1.0 - 1.0 / self.cpus_read();
+        // Under one CPU left, none (a CPU's worth idle would be more than there is).
+        let cpu_idle = (1.0 - 1.0 / self.cpus_read()).max(0.0);
         // The idle rule decided (its run of raises goes on).
         let mut idle_branch = false;
         // The CPUs surely idle: the idle rule decides.
