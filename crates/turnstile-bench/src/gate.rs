@@ -279,6 +279,28 @@ pub struct LoadResult {
     pub limit_reasons: Option<turnstile::LimitReasons>,
 }
 
+/// `auto`'s limit decisions for people, one line: the readings and each rule's moves, in the
+/// order the controller tries them (`read on`: readings that decided nothing yet).
+pub fn limit_reasons_text(r: &turnstile::LimitReasons) -> String {
+    format!(
+        "{} windows: idle {}, hand-off {}, drain {}, rest {}, lane {} (cut {}), late {}, busy {}, \
+         undone {}, blind {}, bounds {}, read on {}",
+        r.windows,
+        r.idle_cpu,
+        r.handoff,
+        r.drain,
+        r.rest,
+        r.lane,
+        r.lane_cut,
+        r.late,
+        r.busy,
+        r.fruitless,
+        r.blind,
+        r.bounds,
+        r.deferred
+    )
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct GateBenchReport {
@@ -754,6 +776,13 @@ mod tests {
             assert!(n > 0, "{}: no admissions at all", v.name());
         }
         for p in &r.results {
+            // `auto`'s decisions are reported for it alone.
+            assert_eq!(
+                p.limit_reasons.is_some(),
+                p.policy == "auto",
+                "{}: limit reasons",
+                p.policy
+            );
             let bound = match Variant::parse(p.policy).unwrap() {
                 // `auto`'s limit adapts, and its quantum exits are counted after the fact
                 // (an upper estimate): its bound is checked in tests/stress.rs of the library.

@@ -122,6 +122,26 @@ pub fn gate_report(r: &GateBenchReport) -> String {
             100.0 * p.cpu_sys
         );
     }
+    let autos: Vec<_> = r
+        .results
+        .iter()
+        .filter_map(|p| p.limit_reasons.as_ref().map(|x| (p, x)))
+        .collect();
+    if !autos.is_empty() {
+        s.push_str(
+            "\n`auto`'s limit: where it ended, and its decisions in the measured interval:\n",
+        );
+        for (p, x) in autos {
+            let _ = writeln!(
+                s,
+                "  {} × {} threads: limit {}; {}",
+                p.policy,
+                p.threads,
+                p.limit,
+                turnstile_bench::gate::limit_reasons_text(x)
+            );
+        }
+    }
     if let Some(a) = &r.async_gate {
         let f = &a.fast_path;
         let _ = writeln!(
@@ -329,6 +349,39 @@ pub fn mutex_charts(r: &MutexBenchReport, dir: &Path) -> Result<Vec<String>, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gate_table_says_where_autos_limit_ended_and_why() {
+        use turnstile_bench::gate::{run, GateBenchConfig, Variant};
+        let cfg = GateBenchConfig {
+            variants: vec![
+                Variant::parse("polling").unwrap(),
+                Variant::parse("auto").unwrap(),
+            ],
+            threads: vec![3],
+            limit: 2,
+            calls: 2,
+            work_us: 1.0,
+            duration: std::time::Duration::from_millis(30),
+            reps: 1,
+            iters: 1_000,
+            async_tasks: 4,
+            ..GateBenchConfig::full()
+        };
+        let r = run(&cfg, &mut |_| {}).expect("three threads start");
+        let text = gate_report(&r);
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("auto × 3 threads: limit "))
+            .unwrap_or_else(|| panic!("no line for auto's limit in:\n{text}"));
+        assert!(line.contains("windows: idle"), "{line}");
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.trim_start().starts_with("polling × ")),
+            "a fixed policy has no limit decisions to show:\n{text}"
+        );
+    }
 
     #[test]
     fn nanoseconds_print_in_the_right_unit() {

@@ -513,21 +513,8 @@ pub fn markdown(r: &MixedReport) -> String {
                 Some(m) => format!("{} ({m})", x.limit_end),
                 None => x.limit_end.to_string(),
             },
-            match x.limit_reasons {
-                Some(r) => format!(
-                    "{} windows: idle {}, hand-off {}, drain {}, rest {}, lane {} (cut {}), late {}, busy {}, undone {}, read on {}",
-                    r.windows,
-                    r.idle_cpu,
-                    r.handoff,
-                    r.drain,
-                    r.rest,
-                    r.lane,
-                    r.lane_cut,
-                    r.late,
-                    r.busy,
-                    r.fruitless,
-                    r.deferred
-                ),
+            match &x.limit_reasons {
+                Some(r) => crate::gate::limit_reasons_text(r),
                 None => "–".into(),
             }
         );
