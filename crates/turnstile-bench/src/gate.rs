@@ -279,8 +279,9 @@ pub struct LoadResult {
     pub limit_reasons: Option<turnstile::LimitReasons>,
 }
 
-/// `auto`'s limit decisions for people, one line: the readings and each rule's moves, in the
-/// order the controller tries them (`read on`: readings that decided nothing yet).
+/// `auto`'s limit decisions for people, one line: the readings (`windows`) and the moves each
+/// rule made (`LimitReasons`; `undone`: fruitless idle raises taken back; `read on`: readings
+/// that decided nothing yet).
 pub fn limit_reasons_text(r: &turnstile::LimitReasons) -> String {
     format!(
         "{} windows: idle {}, hand-off {}, drain {}, rest {}, lane {} (cut {}), late {}, busy {}, \
