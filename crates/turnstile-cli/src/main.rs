@@ -165,7 +165,7 @@ struct GateArgs {
     #[arg(long)]
     async_tasks: Option<usize>,
     /// Every second, write the Prometheus text of the gate(s) running now to this file, each
-    /// labelled gate="<run>/<policy>/<setting>" (written to PATH.tmp, then renamed, so a reader
+    /// labelled `gate="<run>/<policy>/<setting>"` (written to PATH.tmp, then renamed, so a reader
     /// never sees half a file); between runs and at the end it holds the last gate's final
     /// figures. Example: `watch cat PATH`.
     #[arg(long, value_name = "PATH")]

@@ -630,8 +630,9 @@ pub fn run(
     })
 }
 
-/// The points [`versus_best`] measures against every setting's peak: every adaptive `auto`
-/// setting at each thread count from [`MANY_CLIENTS`], in the sweep's order.
+/// The points the `--versus-best` pairs ([`OltpConfig::versus_best`]) measure against every
+/// setting's peak: every adaptive `auto` setting at each thread count from [`MANY_CLIENTS`],
+/// in the sweep's order.
 pub fn versus_best_points(cfg: &OltpConfig) -> Vec<(&GateSetting, usize)> {
     cfg.settings
         .iter()
