@@ -2672,6 +2672,14 @@ mod tests {
         assert_eq!((r.lane, r.lane_cut), (1, 0), "{r:?}");
     }
 
+    /// A reading in which threads queued and two long statements kept their slots: `cpu_ms`
+    /// of process CPU time by `now_ms` (synthetic inputs to the time-free controller).
+    fn long_kept_window(c: &mut LimitController, limit: u32, now_ms: u64, cpu_ms: u64) -> Decision {
+        c.observe_queue();
+        c.observe_long_holders(2, true);
+        c.decide(limit, now_ms * MS, Some(cpu_ms * MS))
+    }
+
     #[test]
     fn beside_long_statements_idle_under_a_cpus_worth_holds_the_lane_and_a_cpus_worth_raises() {
         // 2 CPUs, exact readings (the times and CPU readings are synthetic inputs).
@@ -2679,19 +2687,13 @@ mod tests {
         c.decide(3, 0, Some(0));
         // 90 % busy over 20 ms (36 ms of CPU) with a long statement keeping its slot: the
         // idle is the lane's gaps, under one CPU's worth. Hold at the lane, no idle raise.
-        c.observe_queue();
-        c.observe_long_holders(2, true);
-        assert_eq!(c.decide(3, 20 * MS, Some(36 * MS)), Decision::Hold);
+        assert_eq!(long_kept_window(&mut c, 3, 20, 36), Decision::Hold);
         // The same reading below the lane raises to it, and counts it there.
-        c.observe_queue();
-        c.observe_long_holders(2, true);
-        assert_eq!(c.decide(2, 40 * MS, Some(72 * MS)), Decision::Raise(3));
+        assert_eq!(long_kept_window(&mut c, 2, 40, 72), Decision::Raise(3));
         // 45 % busy (18 ms of CPU): a CPU's worth idle, a slot holder that does not run
         // (a long statement in a wait nobody declared): the idle rule raises.
-        c.observe_queue();
-        c.observe_long_holders(2, true);
         assert!(matches!(
-            c.decide(3, 60 * MS, Some(90 * MS)),
+            long_kept_window(&mut c, 3, 60, 90),
             Decision::Raise(n) if n > 3
         ));
         // Without a long statement, the 90 % reading raises as before.
@@ -2714,14 +2716,10 @@ mod tests {
         // 24 ms of CPU in 20 ms: 60 % of the 2 CPUs left, 0.8 of a CPU idle, under a CPU's
         // worth: the lane's gaps. Hold (read against all 4 CPUs, 1.6 idle of 4 would have
         // looked like a CPU's worth, and the idle rule would have raised).
-        c.observe_queue();
-        c.observe_long_holders(2, true);
-        assert_eq!(c.decide(4, 20 * MS, Some(24 * MS)), Decision::Hold);
+        assert_eq!(long_kept_window(&mut c, 4, 20, 24), Decision::Hold);
         // 12 ms: 1.4 of the 2 CPUs idle, a slot holder that does not run: the idle rule.
-        c.observe_queue();
-        c.observe_long_holders(2, true);
         assert!(matches!(
-            c.decide(4, 40 * MS, Some(36 * MS)),
+            long_kept_window(&mut c, 4, 40, 36),
             Decision::Raise(n) if n > 4
         ));
         let r = c.reasons();
