@@ -119,8 +119,9 @@ pub enum EngineError {
     /// Waiting for a row lock would have closed a cycle (MySQL error 1213): the transaction
     /// was rolled back.
     Deadlock,
-    /// A row lock was not granted within the lock wait timeout (MySQL error 1205). MySQL rolls
-    /// back only the statement; this engine rolls back the whole transaction.
+    /// A row lock was not granted within the lock wait timeout (MySQL error 1205): as in MySQL
+    /// (`innodb_rollback_on_timeout=OFF`), only the statement is undone and the transaction
+    /// stays open.
     LockWaitTimeout,
     /// A table load was asked to stop before it finished ([`Engine::ensure_table_until`]):
     /// the table is left marked as not loaded, so the next load builds it again.
@@ -390,6 +391,10 @@ pub enum Failpoint {
     /// Panic between the binlog fsync and the apply (a bug in the commit path).
     PanicAfterBinlog,
 }
+
+/// A transaction's write set at one point ([`Connection::savepoint`]).
+#[derive(Debug, Clone)]
+pub struct Savepoint(HashMap<String, BTreeMap<u32, Change>>);
 
 /// One change in a write set.
 #[derive(Debug, Clone)]
@@ -1865,12 +1870,30 @@ impl Connection {
         };
         drop(stmt);
         if let Err(e) = &r {
-            let whole = matches!(e, EngineError::Deadlock | EngineError::LockWaitTimeout);
-            if whole || !self.txn.explicit {
+            // InnoDB rolls back the whole transaction on a deadlock only; any other failure
+            // (a lock wait timeout included, `innodb_rollback_on_timeout=OFF`) undoes just the
+            // statement, and a failed single-row write changed nothing.
+            if matches!(e, EngineError::Deadlock) || !self.txn.explicit {
                 self.rollback();
             }
         }
         r
+    }
+
+    /// The open transaction's write set now, for [`Connection::rollback_to`]: a statement
+    /// that writes several rows takes one first, so that its failure undoes only itself.
+    /// Row locks are not part of it: InnoDB keeps a rolled-back statement's locks until the
+    /// transaction ends.
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint(self.txn.writes.clone())
+    }
+
+    /// Undoes every write made since `sp` was taken; the transaction stays open. A savepoint
+    /// taken in another transaction (one since committed or rolled back) restores nothing.
+    pub fn rollback_to(&mut self, sp: Savepoint) {
+        if self.txn.explicit {
+            self.txn.writes = sp.0;
+        }
     }
 
     /// `INSERT` of `row`: [`EngineError::DuplicateKey`] if a row with its id exists
@@ -2672,7 +2695,7 @@ mod tests {
     }
 
     #[test]
-    fn a_lock_wait_timeout_rolls_back_the_whole_transaction() {
+    fn a_lock_wait_timeout_rolls_back_only_the_statement() {
         let (e, dir) = temp_engine("lwt");
         e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
         e.set_lock_wait_timeout(Duration::from_millis(20));
@@ -2687,8 +2710,17 @@ mod tests {
             b.update_row("t", 1, |r| r.k = 3),
             Err(EngineError::LockWaitTimeout)
         ));
-        assert!(!b.in_transaction());
-        assert_eq!(e.row_locks_held(), 1, "b's lock on row 2 is released");
+        assert!(
+            b.in_transaction(),
+            "the transaction stays open, as InnoDB's"
+        );
+        assert_eq!(e.row_locks_held(), 2, "b still holds row 2");
+        b.commit().unwrap();
+        assert_eq!(
+            e.get_direct("t", 2).unwrap().unwrap().k,
+            2,
+            "b's first write kept"
+        );
         a.commit().unwrap();
         drop((a, b));
         drop(e);

@@ -2,7 +2,8 @@
 //! stdout (a pipe to the parent); the parent `SIGKILL`s it at a random moment, reopens the data
 //! (crash recovery), and checks that the table and the binlog agree and hold every
 //! acknowledged insert. Half of the rounds make the child pause between the binlog fsync and
-//! the apply, so that kills land there too.
+//! the apply, so that kills land there too. Most of the child's committers use group commit,
+//! so that kills also land while a group is prepared and appended behind another's fsync.
 //!
 //! Rounds: `TURNSTILE_CRASH_ROUNDS` (default 5; `TURNSTILE_CRASH_ROUNDS=50` for the soak).
 
@@ -32,9 +33,10 @@ fn open(dir: &Path) -> Arc<Engine> {
     .unwrap()
 }
 
-/// The child: four threads commit transactions of two inserts and an update of their own
-/// earlier row (one thread per commit mode, group commit twice) and print `ack <id>` for each
-/// insert once its commit returned `Ok`, until killed.
+/// The child: eight threads commit transactions of two inserts and an update of their own
+/// earlier row (six in group commit, so that groups form behind each other's fsyncs, one in
+/// each serial mode) and print `ack <id>` for each insert once its commit returned `Ok`, until
+/// killed.
 #[test]
 #[ignore = "the crash test's child process; run by the parent"]
 fn child_commits_and_acknowledges_inserts_until_killed() {
@@ -49,6 +51,10 @@ fn child_commits_and_acknowledges_inserts_until_killed() {
     let gate = Gate::new(GateConfig::new(Policy::Classic).limit(2)).unwrap();
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let modes = [
+        CommitMode::GroupCommit,
+        CommitMode::GroupCommit,
+        CommitMode::GroupCommit,
+        CommitMode::GroupCommit,
         CommitMode::GroupCommit,
         CommitMode::GroupCommit,
         CommitMode::HoldSlot,
