@@ -35,8 +35,9 @@ enum Command {
     /// Reproduce the seed experiments on the embedded engine.
     #[command(subcommand)]
     Repro(repro_cmd::Repro),
-    /// Serve the engine over the MySQL protocol (TCP and a Unix socket; no authentication),
-    /// one OS thread per connection, until Ctrl-C.
+    /// Serve the engine over the MySQL protocol (TCP and a Unix socket; a password with
+    /// --password or TURNSTILE_PASSWORD, else loopback only), one OS thread per connection,
+    /// until Ctrl-C.
     Serve(serve_cmd::ServeArgs),
     /// Simulate an N-core machine running the same gate policies.
     Sim(sim_cmd::SimArgs),

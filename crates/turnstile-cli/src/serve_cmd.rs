@@ -16,9 +16,18 @@ pub struct ServeArgs {
     /// TCP port (MySQL's is 3306; 3307 leaves it free).
     #[arg(long, default_value_t = 3307)]
     port: u16,
-    /// Address to listen on.
+    /// Address to listen on. Without a password only a loopback address (127.0.0.0/8, ::1)
+    /// is accepted.
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
+    /// The user who may log in when a password is set.
+    #[arg(long, default_value = "root")]
+    user: String,
+    /// The user's password (mysql_native_password). Prefer the environment variable
+    /// TURNSTILE_PASSWORD, which stays off the process list; this flag wins over it. Without
+    /// one (or with an empty one) any user logs in with any password, on loopback only.
+    #[arg(long)]
+    password: Option<String>,
     /// Unix socket path (a stale file there is removed on start).
     #[arg(long, default_value = "/tmp/turnstile.sock")]
     socket: PathBuf,
@@ -62,7 +71,21 @@ pub struct ServeArgs {
     metrics_addr: Option<SocketAddr>,
 }
 
+/// The environment variable that gives the password when `--password` does not.
+const PASSWORD_ENV: &str = "TURNSTILE_PASSWORD";
+
 pub fn run(a: &ServeArgs) -> Result<(), String> {
+    let password = match &a.password {
+        Some(p) => Some(p.clone()),
+        None => match std::env::var(PASSWORD_ENV) {
+            Ok(p) => Some(p),
+            Err(std::env::VarError::NotPresent) => None,
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(format!("{PASSWORD_ENV} is not valid UTF-8"))
+            }
+        },
+    }
+    .filter(|p| !p.is_empty());
     if a.fsync_ms > 10_000 {
         return Err(format!(
             "--fsync-ms {} is out of range: 0..=10000",
@@ -97,6 +120,8 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
     let mut config = ServerConfig::new(&a.data_dir);
     config.tcp = SocketAddr::new(a.bind, a.port);
     config.socket = Some(a.socket.clone());
+    config.user = a.user.clone();
+    config.password = password.clone().map(Into::into);
     config.engine.fsync_delay = Duration::from_millis(a.fsync_ms);
     config.gate = gate;
     config.row_send = a.row_send;
@@ -135,8 +160,18 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
         );
     }
     let g = server.gate();
+    let (access, login) = match &password {
+        Some(_) => (
+            format!("user {} with a password", a.user),
+            format!("-u{} -p", a.user),
+        ),
+        None => (
+            "no password: any user logs in".to_string(),
+            "-uroot".to_string(),
+        ),
+    };
     println!(
-        "turnstile serve: listening on {} and {} (policy {}, concurrency {}, tickets {}, row-send {}, commit {}; no authentication)",
+        "turnstile serve: listening on {} and {} (policy {}, concurrency {}, tickets {}, row-send {}, commit {}; {access})",
         server.tcp_addr(),
         a.socket.display(),
         g.policy(),
@@ -146,7 +181,7 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
         a.commit_mode.name(),
     );
     println!(
-        "connect: mysql -h{} -P{} -uroot   or   mysql -S {} -uroot   (Ctrl-C stops)",
+        "connect: mysql -h{} -P{} {login}   or   mysql -S {} {login}   (Ctrl-C stops)",
         server.tcp_addr().ip(),
         server.tcp_addr().port(),
         a.socket.display()

@@ -123,6 +123,24 @@ fn str_value<'a>(name: &str, v: &'a SetValue) -> Result<&'a str, SetError> {
     }
 }
 
+/// A variable's compiled-in default, what `SET GLOBAL name = DEFAULT` sets (as MySQL's
+/// `DEFAULT` is the compiled default, not the value the server started with).
+pub(crate) fn default_value(shared: &Shared, name: &str) -> Option<SetValue> {
+    let defaults = GateConfig::default();
+    Some(match name {
+        "turnstile_policy" => SetValue::Str(defaults.policy.name().to_string()),
+        "turnstile_tickets" => SetValue::Int(defaults.tickets.into()),
+        // The default limit of the policy in force (`auto`'s starts at the CPUs).
+        "turnstile_concurrency" => {
+            let policy = shared.gate.current().0.config().policy;
+            SetValue::Int(GateConfig::new(policy).limit.into())
+        }
+        "turnstile_row_send" => SetValue::Str(RowSend::default().name().to_string()),
+        "turnstile_commit_mode" => SetValue::Str(CommitMode::default().name().to_string()),
+        _ => return None,
+    })
+}
+
 /// Runs `SET GLOBAL name = value`.
 pub(crate) fn set_global(shared: &Shared, name: &str, v: &SetValue) -> Result<(), SetError> {
     match name {
@@ -183,8 +201,7 @@ pub(crate) fn set_global(shared: &Shared, name: &str, v: &SetValue) -> Result<()
 /// The server's version string (`@@version`, the handshake).
 pub const VERSION: &str = concat!("8.0.0-turnstile-", env!("CARGO_PKG_VERSION"));
 /// `@@version_comment`.
-pub const VERSION_COMMENT: &str =
-    "turnstile serve: the turnstile engine behind the MySQL protocol (no authentication)";
+pub const VERSION_COMMENT: &str = "turnstile serve: the turnstile engine behind the MySQL protocol";
 
 /// A variable's value, for `SELECT @@name` and `SHOW VARIABLES`.
 pub(crate) fn variable(shared: &Shared, name: &str) -> Option<String> {
@@ -242,6 +259,11 @@ pub(crate) fn variables(shared: &Shared, pattern: Option<&str>) -> Vec<(String, 
         .chain(["version_comment"].iter())
         .filter(|n| pattern.is_none_or(|p| like(p, n)))
         .filter_map(|n| variable(shared, n).map(|v| (n.to_string(), v)))
+        // A boolean reads `1` as `@@autocommit` and `ON` in this listing, as in MySQL.
+        .map(|(n, v)| match (n.as_str(), v.as_str()) {
+            ("autocommit", "1") => (n, "ON".to_string()),
+            _ => (n, v),
+        })
         .collect()
 }
 
@@ -316,6 +338,16 @@ pub(crate) fn status(shared: &Shared, pattern: Option<&str>) -> Vec<(String, Str
 /// connection thread's stack (aborting the server) on a pattern of a million `%`, and took
 /// exponential time on `%_%_…%_!`.
 pub fn like(pattern: &str, s: &str) -> bool {
+    like_in(pattern, s, true)
+}
+
+/// [`like`] for table and database names, which MySQL matches case-sensitively where the
+/// file system is (`lower_case_table_names=0`, Linux's default).
+pub fn like_name(pattern: &str, s: &str) -> bool {
+    like_in(pattern, s, false)
+}
+
+fn like_in(pattern: &str, s: &str, fold_case: bool) -> bool {
     #[derive(Clone, Copy, PartialEq)]
     enum P {
         Any,
@@ -339,7 +371,9 @@ pub fn like(pattern: &str, s: &str) -> bool {
     while si < s.len() {
         match p.get(pi) {
             Some(P::One) => (pi, si) = (pi + 1, si + 1),
-            Some(P::Lit(c)) if s[si].eq_ignore_ascii_case(c) => (pi, si) = (pi + 1, si + 1),
+            Some(P::Lit(c)) if s[si] == *c || fold_case && s[si].eq_ignore_ascii_case(c) => {
+                (pi, si) = (pi + 1, si + 1)
+            }
             Some(P::Any) => {
                 star = Some((pi, si));
                 pi += 1;

@@ -33,6 +33,7 @@ use turnstile_engine::{Connection, EngineError};
 
 use crate::admin::{self, SetError, SetValue};
 use crate::sql::{self, Arg, Col, Kind, Lit, Plan, PlanError, SelectItem, SetKind};
+use crate::value::{self, ValueError};
 use crate::wire::{block_on, BlockingWriter, CheckedReader, StmtParams};
 use crate::Shared;
 
@@ -82,23 +83,20 @@ const MAX_PREPARED: usize = 16_382;
 const WRITE_BUFFER: usize = 16 * 1024;
 
 /// Runs connection `id` on `stream` to its end, on the calling thread.
-pub(crate) fn run<S>(
-    shared: &Arc<Shared>,
-    id: u32,
-    stream: Arc<S>,
-    logged_in: Box<dyn FnOnce() + Send>,
-) where
+pub(crate) fn run<S>(shared: &Arc<Shared>, id: u32, stream: Arc<S>, login: crate::auth::Login)
+where
     S: Send + Sync + 'static,
     for<'a> &'a S: Read + Write,
 {
     let params = StmtParams::default();
-    let mut reader = CheckedReader::new(
+    let salt = login.salt();
+    let reader = CheckedReader::new(
         SharedIo(stream.clone()),
         SharedIo(stream.clone()),
         shared.config.max_packet,
         params.clone(),
+        login,
     );
-    reader.on_first_command(logged_in);
     // Buffered: the protocol crate writes each packet as a header and a body, and a result
     // set as one packet per row; unbuffered, that was two syscalls and two TCP segments per
     // row (TCP_NODELAY is on), and sysbench's read-only transaction (about 3,000 rows sent)
@@ -116,9 +114,11 @@ pub(crate) fn run<S>(
             shared: shared.clone(),
             id,
             params,
+            salt,
         },
         st: Mutex::new(State {
             conn,
+            read_only: false,
             generation,
             db: String::new(),
             prepared: HashMap::new(),
@@ -150,6 +150,8 @@ pub(crate) fn run<S>(
 
 struct State {
     conn: Connection,
+    /// The open transaction began `READ ONLY`.
+    read_only: bool,
     generation: u64,
     db: String,
     prepared: HashMap<u32, Arc<Plan>>,
@@ -163,6 +165,8 @@ struct Ctx {
     id: u32,
     /// Parameter counts of the prepared statements, for the packet checks.
     params: StmtParams,
+    /// The scramble the greeting sends; the reader checks the login against it.
+    salt: [u8; crate::auth::SCRAMBLE_LEN],
 }
 
 struct Shim {
@@ -190,6 +194,11 @@ fn plan_err(e: PlanError) -> SqlError {
     match e {
         PlanError::NotSupported(m) => err(ErrorKind::ER_NOT_SUPPORTED_YET, m),
         PlanError::Syntax(m) => err(ErrorKind::ER_PARSE_ERROR, m),
+        PlanError::Mysql(code, m) => err(ErrorKind::from(code), m),
+        PlanError::ValueCount(row) => err(
+            ErrorKind::ER_WRONG_VALUE_COUNT_ON_ROW,
+            format!("Column count doesn't match value count at row {row}"),
+        ),
     }
 }
 
@@ -300,9 +309,10 @@ fn result_cols(kind: &Kind) -> Vec<Column> {
             ColumnFlags::NOT_NULL_FLAG,
         )],
         Kind::SelectExprs(items) => items.iter().map(|(n, _)| text_col(n)).collect(),
-        Kind::ShowDatabases => vec![text_col("Database")],
-        Kind::ShowTables => vec![text_col("Tables_in_db")],
-        Kind::ShowEngineStatus => vec![text_col("Type"), text_col("Name"), text_col("Status")],
+        Kind::ShowDatabases(None) => vec![text_col("Database")],
+        Kind::ShowDatabases(Some(p)) => vec![text_col(&format!("Database ({p})"))],
+        Kind::ShowTables(_) => vec![text_col("Tables_in_db")],
+        Kind::ShowEngineStatus(_) => vec![text_col("Type"), text_col("Name"), text_col("Status")],
         Kind::ShowStatus(_) | Kind::ShowVariables(_) => {
             vec![text_col("Variable_name"), text_col("Value")]
         }
@@ -332,6 +342,17 @@ fn fixed<const N: usize>(col: &str, v: &[u8]) -> Result<[u8; N], SqlError> {
         v
     };
     if v.len() > N {
+        // MySQL counts characters; the engine keeps N bytes.
+        let chars = std::str::from_utf8(v).map_or(v.len(), |t| t.chars().count());
+        if chars <= N {
+            return Err(err(
+                ErrorKind::ER_NOT_SUPPORTED_YET,
+                format!(
+                    "turnstile serve does not support more than {N} bytes in '{col}' \
+                     (its {chars} characters fit CHAR({N}); the engine stores {N} bytes)"
+                ),
+            ));
+        }
         return Err(err(
             ErrorKind::ER_DATA_TOO_LONG,
             format!("Data too long for column '{col}' at row 1"),
@@ -342,45 +363,106 @@ fn fixed<const N: usize>(col: &str, v: &[u8]) -> Result<[u8; N], SqlError> {
     Ok(out)
 }
 
-fn lit_int(col: &str, l: &Lit) -> Result<Option<i64>, SqlError> {
-    match l {
-        Lit::Null => Ok(None),
-        Lit::Int(i) => Ok(Some(*i)),
-        Lit::Str(s) => std::str::from_utf8(s)
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .map(Some)
-            .ok_or_else(|| {
-                err(
-                    ErrorKind::ER_NOT_SUPPORTED_YET,
-                    format!("turnstile serve does not support a non-integer value for '{col}'"),
-                )
-            }),
-        Lit::Num(n) => Err(err(
-            ErrorKind::ER_NOT_SUPPORTED_YET,
-            format!("turnstile serve does not support the non-integer value {n} for '{col}'"),
-        )),
-    }
-}
-
-fn lit_bytes(l: &Lit) -> Option<Vec<u8>> {
-    match l {
-        Lit::Null => None,
-        Lit::Int(i) => Some(i.to_string().into_bytes()),
-        Lit::Num(n) => Some(n.clone().into_bytes()),
-        Lit::Str(s) => Some(s.clone()),
-    }
-}
-
-/// A stored id or k value: INTEGER columns hold 0..=u32::MAX here (the engine's keys are
-/// unsigned 32-bit).
-fn stored_u32(col: &str, v: i64) -> Result<u32, SqlError> {
-    u32::try_from(v).map_err(|_| {
-        err(
+fn value_err(col: &str, e: ValueError) -> SqlError {
+    match e {
+        ValueError::OutOfRange => err(
             ErrorKind::ER_WARN_DATA_OUT_OF_RANGE,
             format!("Out of range value for column '{col}' at row 1"),
+        ),
+        ValueError::NotANumber(m) => err(ErrorKind::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD, m),
+        ValueError::Truncated(m) => err(ErrorKind::WARN_DATA_TRUNCATED, m),
+        ValueError::NotSupported(what) => err(
+            ErrorKind::ER_NOT_SUPPORTED_YET,
+            format!("turnstile serve does not support {what} as a value for '{col}'"),
+        ),
+    }
+}
+
+/// The largest id stored: `INTEGER` is signed 32-bit in MySQL, and the engine's keys are
+/// unsigned 32-bit, so ids run from 1 to `i32::MAX` (0 and NULL take AUTO_INCREMENT).
+const MAX_ID: i64 = i32::MAX as i64;
+
+/// An id to store: `None` takes the next AUTO_INCREMENT value (0 or NULL, as MySQL without
+/// `NO_AUTO_VALUE_ON_ZERO`).
+fn stored_id(v: &Lit) -> Result<Option<u32>, SqlError> {
+    match value::int_store(v, "id", i32::MIN.into(), MAX_ID).map_err(|e| value_err("id", e))? {
+        None | Some(0) => Ok(None),
+        Some(i) if i < 0 => Err(err(
+            ErrorKind::ER_NOT_SUPPORTED_YET,
+            "turnstile serve does not support negative ids (the engine's keys are unsigned)",
+        )),
+        Some(i) => Ok(Some(i as u32)),
+    }
+}
+
+/// `k` is a signed 32-bit `INTEGER`; the engine keeps its two's-complement bits (its k index
+/// orders by those bits, which no statement here reads in order).
+fn k_bits(k: i64) -> u32 {
+    k as i32 as u32
+}
+
+fn k_of(r: &Row) -> i64 {
+    i64::from(r.k as i32)
+}
+
+fn stored_k(v: &Lit) -> Result<u32, SqlError> {
+    value::int_store(v, "k", i32::MIN.into(), i32::MAX.into())
+        .map_err(|e| value_err("k", e))?
+        .map(k_bits)
+        .ok_or_else(|| err(ErrorKind::ER_BAD_NULL_ERROR, "Column 'k' cannot be null"))
+}
+
+/// A `CHAR` column's value: the value's text; NULL is refused (the columns are NOT NULL).
+fn stored_text<const N: usize>(col: &str, v: &Lit) -> Result<[u8; N], SqlError> {
+    let t = value::text(v).ok_or_else(|| {
+        err(
+            ErrorKind::ER_BAD_NULL_ERROR,
+            format!("Column '{col}' cannot be null"),
         )
-    })
+    })?;
+    fixed::<N>(col, &t)
+}
+
+/// Text values ordered (and with `distinct`, deduplicated) as MySQL's default collations do:
+/// case-insensitively. MySQL 8.0's `utf8mb4_0900_ai_ci` and MariaDB's `utf8mb4_general_ci`
+/// agree on letters, digits, `-` and space (space < `-` < digits < letters, case folded) and
+/// disagree on other punctuation and on accents, so values with other bytes are refused
+/// rather than ordered one server's way.
+fn order_by_collation<'a>(
+    values: impl Iterator<Item = &'a [u8]>,
+    distinct: bool,
+) -> Result<Vec<Vec<u8>>, SqlError> {
+    let mut v: Vec<Vec<u8>> = values.map(<[u8]>::to_vec).collect();
+    if let Some(bad) = v.iter().find(|c| {
+        !c.iter()
+            .all(|b| b.is_ascii_alphanumeric() || b" -".contains(b))
+    }) {
+        return Err(err(
+            ErrorKind::ER_NOT_SUPPORTED_YET,
+            format!(
+                "turnstile serve does not support ORDER BY c over text other than letters, \
+                 digits, '-' and spaces (its order depends on the collation): '{}'",
+                String::from_utf8_lossy(bad)
+            ),
+        ));
+    }
+    v.sort_by_key(|c| c.to_ascii_uppercase());
+    if distinct {
+        v.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
+    }
+    Ok(v)
+}
+
+/// The server has one database ([`sql::DATABASE`]); any other name is unknown, as in MySQL.
+fn check_database(db: &str) -> Result<(), SqlError> {
+    if db == sql::DATABASE {
+        Ok(())
+    } else {
+        Err(err(
+            ErrorKind::ER_BAD_DB_ERROR,
+            format!("Unknown database '{db}'"),
+        ))
+    }
 }
 
 fn status_flags(in_txn: bool) -> StatusFlags {
@@ -414,6 +496,14 @@ impl State {
     }
 }
 
+/// Whether a statement changes rows (refused in a READ ONLY transaction).
+fn writes(kind: &Kind) -> bool {
+    matches!(
+        kind,
+        Kind::UpdateK | Kind::UpdateC | Kind::Delete | Kind::Insert { .. }
+    )
+}
+
 /// Resolves a statement's arguments against the bound parameters.
 fn args(plan: &Plan, params: &[Lit]) -> Result<Vec<Lit>, SqlError> {
     if params.len() != plan.params {
@@ -436,19 +526,22 @@ fn args(plan: &Plan, params: &[Lit]) -> Result<Vec<Lit>, SqlError> {
         .collect())
 }
 
-/// An id range `lo..=hi` clamped to the stored ids; `None` when it holds none.
+/// The stored ids in `id BETWEEN lo AND hi`, clamped to the ids a row can have; `None` when
+/// it holds none.
 fn id_range(lo: &Lit, hi: &Lit) -> Result<Option<(u32, u32)>, SqlError> {
-    let (Some(lo), Some(hi)) = (lit_int("id", lo)?, lit_int("id", hi)?) else {
-        return Ok(None); // BETWEEN NULL: no row
+    let Some((lo, hi)) = value::int_between(lo, hi).map_err(|e| value_err("id", e))? else {
+        return Ok(None);
     };
-    let lo = lo.max(0);
-    let hi = hi.min(u32::MAX as i64);
+    let (lo, hi) = (lo.max(1), hi.min(MAX_ID));
     Ok((lo <= hi).then_some((lo as u32, hi as u32)))
 }
 
-/// An id to look up; `None` when no stored row can have it.
+/// The id `id = v` looks up; `None` when no stored row can have it.
 fn id_point(v: &Lit) -> Result<Option<u32>, SqlError> {
-    Ok(lit_int("id", v)?.and_then(|i| u32::try_from(i).ok()))
+    Ok(value::int_eq(v)
+        .map_err(|e| value_err("id", e))?
+        .filter(|i| (1..=MAX_ID).contains(i))
+        .map(|i| i as u32))
 }
 
 impl Ctx {
@@ -475,12 +568,12 @@ impl Ctx {
             }
             Kind::RangeSelect => unreachable!("streamed"),
             Kind::SumRange => {
-                let mut sum = 0u64;
+                let mut sum = 0i64;
                 let mut n = 0u64;
                 if let Some((lo, hi)) = id_range(&a[0], &a[1])? {
                     n = st
                         .conn
-                        .scan(table, lo, hi, |r| sum += r.k as u64)
+                        .scan(table, lo, hi, |r| sum += k_of(r))
                         .map_err(|e| st.engine_err(e))?;
                 } else if !shared
                     .engine
@@ -518,9 +611,9 @@ impl Ctx {
                 };
                 Ok(Outcome::Rows {
                     cols: vec![c_col()],
-                    rows: cs
-                        .iter()
-                        .map(|c| vec![Cell::Bytes(trim_char(c).to_vec())])
+                    rows: order_by_collation(cs.iter().map(|c| trim_char(c)), *distinct)?
+                        .into_iter()
+                        .map(|c| vec![Cell::Bytes(c)])
                         .collect(),
                 })
             }
@@ -532,54 +625,85 @@ impl Ctx {
                 })
             }
             Kind::UpdateK => {
-                let Some(by) = lit_int("k", &a[0])? else {
-                    return Err(err(
-                        ErrorKind::ER_BAD_NULL_ERROR,
-                        "Column 'k' cannot be null",
-                    ));
-                };
+                // MySQL checks the new value only for a row the WHERE matched: a failure is
+                // kept and raised once a row is found, which is then left unchanged.
+                let by = value::int_store(&a[0], "k", i64::MIN, i64::MAX)
+                    .map_err(|e| value_err("k", e))
+                    .and_then(|by| {
+                        if by.is_some()
+                            && value::int_eq(&a[0]).map_err(|e| value_err("k", e))? != by
+                        {
+                            return Err(err(
+                                ErrorKind::ER_NOT_SUPPORTED_YET,
+                                "turnstile serve does not support adding a non-integer to 'k'",
+                            ));
+                        }
+                        Ok(by)
+                    });
                 let Some(id) = id_point(&a[1])? else {
                     self.check_table(st, table)?;
                     return Ok(ok());
                 };
-                let mut overflow = false;
+                let mut failed = None;
                 let affected = st
                     .conn
-                    .update_row(table, id, |r| {
-                        match (r.k as i64).checked_add(by).map(u32::try_from) {
-                            Some(Ok(k)) => r.k = k,
-                            _ => overflow = true,
+                    .update_row(table, id, |r| match &by {
+                        Err(e) => failed = Some(err(e.kind, e.msg.clone())),
+                        // k + NULL is NULL, which the NOT NULL column refuses.
+                        Ok(None) => {
+                            failed = Some(err(
+                                ErrorKind::ER_BAD_NULL_ERROR,
+                                "Column 'k' cannot be null",
+                            ))
                         }
+                        Ok(Some(by)) => match k_of(r).checked_add(*by) {
+                            None => {
+                                failed = Some(err(
+                                    ErrorKind::ER_DATA_OUT_OF_RANGE,
+                                    format!("BIGINT value is out of range in '(`k` + {by})'"),
+                                ))
+                            }
+                            Some(k) => match i32::try_from(k) {
+                                Ok(k) => r.k = k_bits(k.into()),
+                                Err(_) => {
+                                    failed = Some(err(
+                                        ErrorKind::ER_WARN_DATA_OUT_OF_RANGE,
+                                        "Out of range value for column 'k' at row 1",
+                                    ))
+                                }
+                            },
+                        },
                     })
                     .map_err(|e| st.engine_err(e))?;
-                if overflow {
-                    return Err(err(
-                        ErrorKind::ER_WARN_DATA_OUT_OF_RANGE,
-                        "Out of range value for column 'k' at row 1 (nothing was changed)",
-                    ));
+                match failed {
+                    Some(e) => Err(e),
+                    None => Ok(Outcome::Ok {
+                        affected,
+                        insert_id: 0,
+                    }),
                 }
-                Ok(Outcome::Ok {
-                    affected,
-                    insert_id: 0,
-                })
             }
             Kind::UpdateC => {
-                let c = lit_bytes(&a[0]).ok_or_else(|| {
-                    err(ErrorKind::ER_BAD_NULL_ERROR, "Column 'c' cannot be null")
-                })?;
-                let c = fixed::<C_LEN>("c", &c)?;
+                let c = stored_text::<C_LEN>("c", &a[0]);
                 let Some(id) = id_point(&a[1])? else {
                     self.check_table(st, table)?;
                     return Ok(ok());
                 };
+                let mut failed = None;
                 let affected = st
                     .conn
-                    .update_row(table, id, |r| r.c = c)
+                    .update_row(table, id, |r| match &c {
+                        Ok(c) => r.c = *c,
+                        Err(e) => failed = Some(err(e.kind, e.msg.clone())),
+                    })
                     .map_err(|e| st.engine_err(e))?;
-                Ok(Outcome::Ok {
-                    affected,
-                    insert_id: 0,
-                })
+                match failed {
+                    Some(e) => Err(e),
+                    None => Ok(Outcome::Ok {
+                        affected,
+                        insert_id: 0,
+                    }),
+                }
             }
             Kind::Delete => {
                 let Some(id) = id_point(&a[0])? else {
@@ -596,19 +720,40 @@ impl Ctx {
                 })
             }
             Kind::Insert { cols, rows } => self.insert(st, table, cols, *rows, a),
-            Kind::CreateTable { if_not_exists } => {
+            Kind::CreateTable {
+                if_not_exists,
+                indexes,
+            } => {
                 self.implicit_commit(st)?;
                 match shared.engine.create_table(table) {
-                    Ok(()) => Ok(ok()),
+                    Ok(()) => {
+                        // A table of this name dropped before this server knew of its
+                        // indexes (by another process) leaves none behind.
+                        let io =
+                            |e: std::io::Error| err(ErrorKind::ER_UNKNOWN_ERROR, e.to_string());
+                        shared.indexes.drop_table(table).map_err(io)?;
+                        for name in indexes {
+                            shared.indexes.add(table, name).map_err(io)?;
+                        }
+                        Ok(ok())
+                    }
                     Err(EngineError::TableExists(_)) if *if_not_exists => Ok(ok()),
                     Err(e) => Err(st.engine_err(e)),
                 }
             }
-            Kind::CreateIndexK => {
-                // The k index always exists (the engine maintains it with every write).
+            Kind::CreateIndexK { name } => {
+                // The k index always exists (the engine maintains it with every write); only
+                // its names are kept.
                 self.implicit_commit(st)?;
                 self.check_table(st, table)?;
-                Ok(ok())
+                match shared.indexes.add(table, name) {
+                    Ok(true) => Ok(ok()),
+                    Ok(false) => Err(err(
+                        ErrorKind::ER_DUP_KEYNAME,
+                        format!("Duplicate key name '{}'", name.to_ascii_lowercase()),
+                    )),
+                    Err(e) => Err(err(ErrorKind::ER_UNKNOWN_ERROR, e.to_string())),
+                }
             }
             Kind::DropTable { names, if_exists } => {
                 self.implicit_commit(st)?;
@@ -632,6 +777,10 @@ impl Ctx {
                 }
                 for n in names {
                     shared.engine.drop_table(n).map_err(|e| st.engine_err(e))?;
+                    shared
+                        .indexes
+                        .drop_table(n)
+                        .map_err(|e| err(ErrorKind::ER_UNKNOWN_ERROR, e.to_string()))?;
                 }
                 Ok(ok())
             }
@@ -644,25 +793,32 @@ impl Ctx {
                         .engine
                         .table_exists(n)
                         .map_err(|e| st.engine_err(e))?;
-                    let (t, m) = if exists {
-                        ("status", "OK".to_string())
+                    // A missing table: MySQL's error row, then its status row.
+                    let msgs = if exists {
+                        vec![("status", "OK".to_string())]
                     } else {
-                        ("Error", format!("Table '{}.{n}' doesn't exist", st.db))
+                        vec![
+                            ("Error", format!("Table '{}.{n}' doesn't exist", st.db)),
+                            ("status", "Operation failed".to_string()),
+                        ]
                     };
-                    rows.push(vec![
-                        Cell::Bytes(format!("{}.{n}", st.db).into_bytes()),
-                        Cell::Bytes(b"analyze".to_vec()),
-                        Cell::Bytes(t.as_bytes().to_vec()),
-                        Cell::Bytes(m.into_bytes()),
-                    ]);
+                    for (t, m) in msgs {
+                        rows.push(vec![
+                            Cell::Bytes(format!("{}.{n}", st.db).into_bytes()),
+                            Cell::Bytes(b"analyze".to_vec()),
+                            Cell::Bytes(t.as_bytes().to_vec()),
+                            Cell::Bytes(m.into_bytes()),
+                        ]);
+                    }
                 }
                 Ok(Outcome::Rows {
                     cols: result_cols(&plan.kind),
                     rows,
                 })
             }
-            Kind::Begin => {
+            Kind::Begin { read_only } => {
                 st.conn.begin_transaction().map_err(|e| st.engine_err(e))?;
+                st.read_only = *read_only;
                 Ok(ok())
             }
             Kind::Commit => {
@@ -698,6 +854,14 @@ impl Ctx {
             }
             Kind::Set(SetKind::Global(name)) => {
                 let v = match &a[0] {
+                    Lit::Str(s) if s.eq_ignore_ascii_case(b"default") && plan.params == 0 => {
+                        admin::default_value(shared, name).ok_or_else(|| {
+                            err(
+                                ErrorKind::ER_UNKNOWN_SYSTEM_VARIABLE,
+                                format!("Unknown system variable '{name}'"),
+                            )
+                        })?
+                    }
                     Lit::Int(i) => SetValue::Int(*i),
                     Lit::Str(s) => SetValue::Str(String::from_utf8_lossy(s).into_owned()),
                     _ => {
@@ -725,6 +889,7 @@ impl Ctx {
                 Ok(ok())
             }
             Kind::Use(db) => {
+                check_database(db)?;
                 st.db = db.clone();
                 Ok(ok())
             }
@@ -749,7 +914,7 @@ impl Ctx {
                         SelectItem::Database => Cell::Bytes(st.db.clone().into_bytes()),
                         SelectItem::Arg(i) => match &a[*i] {
                             Lit::Null => Cell::Null,
-                            l => Cell::Bytes(lit_bytes(l).unwrap_or_default()),
+                            l => Cell::Bytes(value::text(l).unwrap_or_default()),
                         },
                     });
                 }
@@ -758,11 +923,9 @@ impl Ctx {
                     rows: vec![row],
                 })
             }
-            Kind::ShowDatabases => {
-                let mut dbs = vec!["sbtest".to_string(), "turnstile".to_string()];
-                if !st.db.is_empty() && !dbs.contains(&st.db) {
-                    dbs.push(st.db.clone());
-                }
+            Kind::ShowDatabases(pattern) => {
+                let mut dbs = vec![sql::DATABASE.to_string()];
+                dbs.retain(|d| pattern.as_deref().is_none_or(|p| admin::like_name(p, d)));
                 dbs.sort();
                 Ok(Outcome::Rows {
                     cols: result_cols(&plan.kind),
@@ -772,16 +935,18 @@ impl Ctx {
                         .collect(),
                 })
             }
-            Kind::ShowTables => {
-                let tables = shared.engine.tables().map_err(|e| st.engine_err(e))?;
-                let name = format!(
-                    "Tables_in_{}",
-                    if st.db.is_empty() {
-                        "turnstile"
-                    } else {
-                        &st.db
-                    }
-                );
+            Kind::ShowTables(_) if st.db.is_empty() => {
+                Err(err(ErrorKind::ER_NO_DB_ERROR, "No database selected"))
+            }
+            Kind::ShowTables(pattern) => {
+                let mut tables = shared.engine.tables().map_err(|e| st.engine_err(e))?;
+                tables.retain(|t| pattern.as_deref().is_none_or(|p| admin::like_name(p, t)));
+                let db = &st.db;
+                // MySQL names the column after the database, and the pattern when there is one.
+                let name = match pattern {
+                    None => format!("Tables_in_{db}"),
+                    Some(p) => format!("Tables_in_{db} ({p})"),
+                };
                 Ok(Outcome::Rows {
                     cols: vec![text_col(&name)],
                     rows: tables
@@ -790,12 +955,12 @@ impl Ctx {
                         .collect(),
                 })
             }
-            Kind::ShowEngineStatus => {
+            Kind::ShowEngineStatus(engine) => {
                 let snapshot = shared.gate.current().0.snapshot();
                 Ok(Outcome::Rows {
                     cols: result_cols(&plan.kind),
                     rows: vec![vec![
-                        Cell::Bytes(b"turnstile".to_vec()),
+                        Cell::Bytes(engine.clone().into_bytes()),
                         Cell::Bytes(Vec::new()),
                         Cell::Bytes(format!("{snapshot}").into_bytes()),
                     ]],
@@ -837,9 +1002,10 @@ impl Ctx {
     }
 
     /// `INSERT`: rows in order; id 0, NULL or omitted takes the next AUTO_INCREMENT id (as
-    /// MySQL without `NO_AUTO_VALUE_ON_ZERO`). A statement of several rows outside a
-    /// transaction is one transaction (all rows or none); inside one, a failing row rolls the
-    /// whole transaction back (MySQL would roll back the statement only) and says so.
+    /// MySQL without `NO_AUTO_VALUE_ON_ZERO`). A failing statement changes nothing: outside a
+    /// transaction several rows are one transaction; inside one, the rows it wrote are undone
+    /// and the transaction stays open (MySQL's statement rollback), except after a deadlock,
+    /// which ends the transaction as InnoDB's does.
     fn insert(
         &self,
         st: &mut State,
@@ -848,56 +1014,33 @@ impl Ctx {
         nrows: usize,
         a: &[Lit],
     ) -> Result<Outcome, SqlError> {
+        self.check_table(st, table)?;
         // Build and check every row before writing any.
         let mut rows = Vec::with_capacity(nrows);
-        for vals in a.chunks(cols.len()) {
+        for r in 0..nrows {
+            let vals = &a[r * cols.len()..(r + 1) * cols.len()];
             let mut id = None;
             let mut k = 0u32;
             let mut c = [b' '; C_LEN];
             let mut pad = [b' '; PAD_LEN];
             for (col, v) in cols.iter().zip(vals) {
                 match col {
-                    Col::Id => {
-                        id = match lit_int("id", v)? {
-                            None | Some(0) => None,
-                            Some(i) => Some(stored_u32("id", i)?),
-                        }
-                    }
-                    Col::K => {
-                        k = stored_u32(
-                            "k",
-                            lit_int("k", v)?.ok_or_else(|| {
-                                err(ErrorKind::ER_BAD_NULL_ERROR, "Column 'k' cannot be null")
-                            })?,
-                        )?
-                    }
-                    Col::C => {
-                        c = fixed::<C_LEN>(
-                            "c",
-                            &lit_bytes(v).ok_or_else(|| {
-                                err(ErrorKind::ER_BAD_NULL_ERROR, "Column 'c' cannot be null")
-                            })?,
-                        )?
-                    }
-                    Col::Pad => {
-                        pad = fixed::<PAD_LEN>(
-                            "pad",
-                            &lit_bytes(v).ok_or_else(|| {
-                                err(ErrorKind::ER_BAD_NULL_ERROR, "Column 'pad' cannot be null")
-                            })?,
-                        )?
-                    }
+                    Col::Id => id = stored_id(v)?,
+                    Col::K => k = stored_k(v)?,
+                    Col::C => c = stored_text::<C_LEN>("c", v)?,
+                    Col::Pad => pad = stored_text::<PAD_LEN>("pad", v)?,
                 }
             }
             rows.push((id, k, c, pad));
         }
-        self.check_table(st, table)?;
         let wrap = nrows > 1 && !st.conn.in_transaction();
         if wrap {
             st.conn.begin_transaction().map_err(|e| st.engine_err(e))?;
         }
-        let was_in_txn = st.conn.in_transaction();
+        // One row writes all or nothing by itself; several need a point to go back to.
+        let savepoint = (nrows > 1 && !wrap).then(|| st.conn.savepoint());
         let mut first_auto = 0u64;
+        let mut last_id = 0u64;
         let mut r = Ok(());
         for (id, k, c, pad) in rows {
             let id = match id {
@@ -919,6 +1062,7 @@ impl Ctx {
                 r = Err(e);
                 break;
             }
+            last_id = id as u64;
         }
         match r {
             Ok(()) => {
@@ -927,19 +1071,18 @@ impl Ctx {
                 }
                 Ok(Outcome::Ok {
                     affected: nrows as u64,
-                    // MySQL reports the first id generated by a multi-row INSERT.
-                    insert_id: first_auto,
+                    // MySQL reports the first id generated by the statement, or, when every
+                    // id was given, the AUTO_INCREMENT column's value in the last row.
+                    insert_id: if first_auto != 0 { first_auto } else { last_id },
                 })
             }
             Err(e) => {
-                let mut e = st.engine_err(e);
-                if was_in_txn && st.conn.in_transaction() {
+                if wrap {
                     st.conn.rollback();
-                    if !wrap {
-                        e.msg.push_str(" (the transaction was rolled back)");
-                    }
+                } else if let Some(sp) = savepoint {
+                    st.conn.rollback_to(sp);
                 }
-                Err(e)
+                Err(st.engine_err(e))
             }
         }
     }
@@ -956,8 +1099,18 @@ impl Ctx {
         let shared = &*self.shared;
         shared.stats.statements.fetch_add(1, Relaxed);
         st.refresh(shared);
+        let names_a_table = plan.table.is_some()
+            || matches!(plan.kind, Kind::DropTable { .. } | Kind::Analyze { .. });
         let outcome = match args(plan, params) {
             Err(e) => Err(e),
+            // A table is found in the connection's database; MySQL names none by default.
+            Ok(_) if names_a_table && st.db.is_empty() => {
+                Err(err(ErrorKind::ER_NO_DB_ERROR, "No database selected"))
+            }
+            Ok(_) if writes(&plan.kind) && st.read_only && st.conn.in_transaction() => Err(err(
+                ErrorKind::ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION,
+                "Cannot execute statement in a READ ONLY transaction.",
+            )),
             Ok(a) if plan.kind == Kind::RangeSelect => {
                 return self.range_select(st, plan, &a, results).await;
             }
@@ -1075,7 +1228,8 @@ impl Ctx {
     /// and cached; text the template cannot stand for is planned as it is (and cached by its
     /// text).
     fn text_plan(st: &mut State, sql: &str) -> Result<(Arc<Plan>, Vec<Lit>), PlanError> {
-        if let Some(p) = st.cache.get(sql) {
+        // A text with `?` can equal a template's key: that plan's parameters are not its own.
+        if let Some(p) = st.cache.get(sql).filter(|p| p.params == 0) {
             return Ok((p.clone(), Vec::new()));
         }
         if let Some((template, lits)) = sql::normalize(sql) {
@@ -1114,16 +1268,68 @@ impl Ctx {
     }
 }
 
-/// A bound parameter as a literal.
-fn param_lit(v: ValueInner<'_>) -> Lit {
-    match v {
+/// A bound parameter as a literal; dates and times as the text MySQL converts them to.
+fn param_lit(v: ValueInner<'_>) -> Result<Lit, SqlError> {
+    Ok(match v {
         ValueInner::NULL => Lit::Null,
         ValueInner::Bytes(b) => Lit::Str(b.to_vec()),
         ValueInner::Int(i) => Lit::Int(i),
         ValueInner::UInt(u) => i64::try_from(u).map_or(Lit::Num(u.to_string()), Lit::Int),
-        ValueInner::Double(d) => Lit::Num(d.to_string()),
-        ValueInner::Date(b) | ValueInner::Time(b) | ValueInner::Datetime(b) => Lit::Str(b.to_vec()),
+        ValueInner::Double(d) => Lit::Double(d),
+        ValueInner::Date(b) => Lit::Str(datetime_text(b, false)?.into_bytes()),
+        ValueInner::Datetime(b) => Lit::Str(datetime_text(b, true)?.into_bytes()),
+        ValueInner::Time(b) => Lit::Str(time_text(b)?.into_bytes()),
+    })
+}
+
+fn malformed_param() -> SqlError {
+    err(
+        ErrorKind::ER_MALFORMED_PACKET,
+        "Malformed communication packet (a date or time parameter of an impossible length)",
+    )
+}
+
+/// A binary-protocol DATE / DATETIME (length 0, 4, 7 or 11: year u16, month, day, hour,
+/// minute, second, microseconds u32) as `YYYY-MM-DD[ HH:MM:SS[.ffffff]]`.
+fn datetime_text(b: &[u8], with_time: bool) -> Result<String, SqlError> {
+    let mut v = [0u8; 11];
+    if ![0, 4, 7, 11].contains(&b.len()) {
+        return Err(malformed_param());
     }
+    v[..b.len()].copy_from_slice(b);
+    let year = u16::from_le_bytes([v[0], v[1]]);
+    let mut s = format!("{year:04}-{:02}-{:02}", v[2], v[3]);
+    if with_time {
+        s.push_str(&format!(" {:02}:{:02}:{:02}", v[4], v[5], v[6]));
+        let us = u32::from_le_bytes([v[7], v[8], v[9], v[10]]);
+        if us != 0 {
+            s.push_str(&format!(".{us:06}"));
+        }
+    }
+    Ok(s)
+}
+
+/// A binary-protocol TIME (length 0, 8 or 12: negative, days u32, hour, minute, second,
+/// microseconds u32) as `[-]HH:MM:SS[.ffffff]`, days folded into the hours.
+fn time_text(b: &[u8]) -> Result<String, SqlError> {
+    let mut v = [0u8; 12];
+    if ![0, 8, 12].contains(&b.len()) {
+        return Err(malformed_param());
+    }
+    v[..b.len()].copy_from_slice(b);
+    let days = u64::from(u32::from_le_bytes([v[1], v[2], v[3], v[4]]));
+    let hours = days * 24 + u64::from(v[5]);
+    let mut s = format!(
+        "{}{hours:02}:{:02}:{:02}",
+        if v[0] != 0 { "-" } else { "" },
+        v[6],
+        v[7]
+    );
+    let us = u32::from_le_bytes([v[8], v[9], v[10], v[11]]);
+    if us != 0 {
+        s.push_str(&format!(".{us:06}"));
+    }
+    Ok(s)
 }
 
 #[async_trait]
@@ -1136,6 +1342,10 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
 
     fn connect_id(&self) -> u32 {
         self.ctx.id
+    }
+
+    fn salt(&self) -> [u8; crate::auth::SCRAMBLE_LEN] {
+        self.ctx.salt
     }
 
     async fn on_prepare<'a>(
@@ -1156,6 +1366,15 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
             return info.error(e.kind, e.msg.as_bytes()).await;
         }
         match sql::plan(query) {
+            // The protocol counts parameters in 16 bits; MySQL refuses more.
+            Ok(p) if p.params > usize::from(u16::MAX) => {
+                let e = err(
+                    ErrorKind::ER_PS_MANY_PARAM,
+                    "Prepared statement contains too many placeholders",
+                );
+                ctx.count_error(&e);
+                info.error(e.kind, e.msg.as_bytes()).await
+            }
             Ok(p) => {
                 let id = st.next_stmt;
                 st.next_stmt = st.next_stmt.wrapping_add(1).max(1);
@@ -1196,12 +1415,14 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
                 .await
             }
             Some(plan) => {
-                let bound: Vec<Lit> = params
+                let bound: Result<Vec<Lit>, SqlError> = params
                     .into_iter()
                     .map(|p| param_lit(p.value.into_inner()))
                     .collect();
-
-                ctx.run_statement(st, &plan, &bound, results).await
+                match bound {
+                    Ok(bound) => ctx.run_statement(st, &plan, &bound, results).await,
+                    Err(e) => ctx.answer_error(results, e).await,
+                }
             }
         }
     }
@@ -1236,6 +1457,10 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
     }
 
     async fn on_init<'a>(&'a mut self, db: &'a str, w: InitWriter<'a, W>) -> io::Result<()> {
+        if let Err(e) = check_database(db) {
+            self.ctx.count_error(&e);
+            return w.error(e.kind, e.msg.as_bytes()).await;
+        }
         self.st.get_mut().expect("connection state").db = db.to_string();
         w.ok().await
     }
@@ -1303,18 +1528,20 @@ mod tests {
 
     #[test]
     fn id_ranges_are_clamped_to_stored_ids() {
+        let range = |lo: Lit, hi: Lit| id_range(&lo, &hi).ok().flatten();
+        assert_eq!(range(Lit::Int(-5), Lit::Int(3)), Some((1, 3)));
+        assert_eq!(range(Lit::Int(5), Lit::Int(3)), None);
+        assert_eq!(range(Lit::Null, Lit::Int(3)), None);
         assert_eq!(
-            id_range(&Lit::Int(-5), &Lit::Int(3)).ok().flatten(),
-            Some((0, 3))
+            range(Lit::Str(b"7".to_vec()), Lit::Int(1 << 40)),
+            Some((7, i32::MAX as u32))
         );
-        assert_eq!(id_range(&Lit::Int(5), &Lit::Int(3)).ok().flatten(), None);
-        assert_eq!(id_range(&Lit::Null, &Lit::Int(3)).ok().flatten(), None);
         assert_eq!(
-            id_range(&Lit::Str(b"7".to_vec()), &Lit::Int(1 << 40))
-                .ok()
-                .flatten(),
-            Some((7, u32::MAX))
+            range(Lit::Num("1.5".into()), Lit::Num("3.5".into())),
+            Some((2, 3))
         );
         assert_eq!(id_point(&Lit::Int(-1)).ok().flatten(), None);
+        assert_eq!(id_point(&Lit::Double(5.0)).ok().flatten(), Some(5));
+        assert_eq!(id_point(&Lit::Num("5.5".into())).ok().flatten(), None);
     }
 }

@@ -13,7 +13,11 @@
 //! * **Administration**: `SET GLOBAL turnstile_policy|turnstile_concurrency|turnstile_tickets|
 //!   turnstile_row_send|turnstile_commit_mode`, `SHOW ENGINE TURNSTILE STATUS`, `SHOW GLOBAL
 //!   STATUS LIKE 'turnstile%'`, `SHOW VARIABLES LIKE 'turnstile%'` ([`admin`]).
-//! * **No authentication**: any user and password are accepted. This is a test server.
+//! * **Authentication** ([`auth`]): with a password set ([`ServerConfig::password`]), only
+//!   [`ServerConfig::user`] with that password logs in (`mysql_native_password`, a fresh random
+//!   scramble per connection); anything else is refused with error 1045, connection closed.
+//!   Without one, any user and password log in, and the server listens on a loopback address
+//!   only: [`Server::start`] refuses any other.
 //!
 //! ```no_run
 //! use turnstile_server::{Server, ServerConfig};
@@ -37,12 +41,16 @@ use turnstile::GateConfig;
 use turnstile_engine::{CommitMode, Engine, EngineConfig, RowSend};
 
 pub mod admin;
+pub mod auth;
 mod conn;
+mod indexes;
 mod metrics_http;
 pub mod sql;
+pub mod value;
 pub mod wire;
 
 pub use admin::GateCell;
+pub use auth::Password;
 
 /// MySQL's default `max_allowed_packet` since 8.0.3: 64 MiB.
 pub const DEFAULT_MAX_PACKET: usize = 64 * 1024 * 1024;
@@ -58,6 +66,12 @@ pub struct ServerConfig {
     pub tcp: SocketAddr,
     /// Unix socket path (`--socket`); a stale file there is removed. `None`: no socket.
     pub socket: Option<PathBuf>,
+    /// The user who may log in when a password is set (`--user`).
+    pub user: String,
+    /// The user's password (`--password`); `None` (or empty): any user logs in with any
+    /// password, and `tcp` must be a loopback address. An empty password is checked as MySQL
+    /// checks a user without one (the client must send none).
+    pub password: Option<Password>,
     /// The engine's data directory and emulated fsync delay.
     pub engine: EngineConfig,
     /// The gate's initial configuration.
@@ -71,7 +85,7 @@ pub struct ServerConfig {
     /// The largest packet accepted from a client (`max_allowed_packet`).
     pub max_packet: usize,
     /// How long a new connection may take to log in (`connect_timeout`): a client silent for
-    /// longer before its first command is disconnected.
+    /// longer before its login is over is disconnected.
     pub connect_timeout: Duration,
     /// How long a logged-in connection may stay silent between commands before it is closed
     /// (`wait_timeout`): a client gone without a word (a half-open TCP connection) frees its
@@ -87,13 +101,15 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// Defaults: 127.0.0.1:3307, no socket, data in `data_dir` with no emulated fsync delay,
-    /// the library's default gate, rows sent keeping the slot, group commit, 4096 connections,
-    /// 64 MiB packets, logging on.
+    /// Defaults: 127.0.0.1:3307, no socket, user root without a password (any user logs in),
+    /// data in `data_dir` with no emulated fsync delay, the library's default gate, rows sent
+    /// keeping the slot, group commit, 4096 connections, 64 MiB packets, logging on.
     pub fn new(data_dir: impl Into<PathBuf>) -> ServerConfig {
         ServerConfig {
             tcp: SocketAddr::from(([127, 0, 0, 1], 3307)),
             socket: None,
+            user: "root".into(),
+            password: None,
             engine: EngineConfig {
                 data_dir: data_dir.into(),
                 fsync_delay: Duration::ZERO,
@@ -149,6 +165,10 @@ pub(crate) struct Shared {
     pub(crate) row_send: AtomicU32,
     pub(crate) commit_mode: AtomicU32,
     pub(crate) started: Instant,
+    /// Who may log in.
+    credentials: Arc<auth::Credentials>,
+    /// The names of the tables' indexes.
+    pub(crate) indexes: indexes::IndexNames,
     next_conn: AtomicU32,
     stopping: AtomicBool,
     /// A second handle on each open connection's socket, to close it at shutdown.
@@ -190,8 +210,24 @@ pub struct Server {
 
 impl Server {
     /// Opens the engine, builds the gate and starts listening (TCP, and the Unix socket if
-    /// configured); connections are served from now on.
+    /// configured); connections are served from now on. Without a password (none, or empty)
+    /// the TCP address must be a loopback one (127.0.0.0/8, ::1): anyone who can reach another
+    /// could log in.
     pub fn start(config: ServerConfig) -> Result<Server, String> {
+        let has_password = config
+            .password
+            .as_ref()
+            .is_some_and(|p| !p.expose().is_empty());
+        if !has_password && !config.tcp.ip().to_canonical().is_loopback() {
+            return Err(format!(
+                "refusing to listen on {} without a password: set --password or bind 127.0.0.1",
+                config.tcp.ip()
+            ));
+        }
+        let credentials = Arc::new(auth::Credentials::new(
+            &config.user,
+            config.password.as_ref(),
+        ));
         let engine =
             Engine::open(&config.engine).map_err(|e| format!("cannot open the engine: {e}"))?;
         let gate =
@@ -238,6 +274,8 @@ impl Server {
             .iter()
             .position(|m| *m == config.commit_mode)
             .expect("a CommitMode") as u32;
+        let indexes = indexes::IndexNames::open(&config.engine.data_dir)
+            .map_err(|e| format!("cannot read the index names: {e}"))?;
         let shared = Arc::new(Shared {
             engine,
             gate,
@@ -245,6 +283,8 @@ impl Server {
             row_send: AtomicU32::new(row_send),
             commit_mode: AtomicU32::new(commit_mode),
             started: Instant::now(),
+            credentials,
+            indexes,
             next_conn: AtomicU32::new(1),
             stopping: AtomicBool::new(false),
             open: Mutex::new(HashMap::new()),
@@ -391,13 +431,18 @@ fn accept_tcp(shared: Arc<Shared>, listener: TcpListener) {
                 let _ = s.set_nodelay(true);
                 let _ = s.set_read_timeout(Some(shared.config.connect_timeout));
                 let _ = s.set_write_timeout(Some(shared.config.net_write_timeout));
+                // As MySQL with `skip_name_resolve`, the client's host is its address.
+                let host = s.peer_addr().map_or_else(
+                    |_| "unknown".to_string(),
+                    |a| a.ip().to_canonical().to_string(),
+                );
                 let s = Arc::new(s);
                 let t = s.clone();
                 let idle = shared.config.wait_timeout;
                 let logged_in = Box::new(move || {
                     let _ = t.set_read_timeout(Some(idle));
                 });
-                admit(&shared, s.clone(), Handle::Tcp(s), logged_in);
+                admit(&shared, s.clone(), Handle::Tcp(s), &host, logged_in);
             }
             Err(e) => accept_error(&shared, e),
         }
@@ -419,7 +464,8 @@ fn accept_unix(shared: Arc<Shared>, listener: UnixListener) {
                 let logged_in = Box::new(move || {
                     let _ = t.set_read_timeout(Some(idle));
                 });
-                admit(&shared, s.clone(), Handle::Unix(s), logged_in);
+                // MySQL names a client on the Unix socket 'localhost'.
+                admit(&shared, s.clone(), Handle::Unix(s), "localhost", logged_in);
             }
             Err(e) => accept_error(&shared, e),
         }
@@ -448,11 +494,13 @@ fn refuse(shared: &Shared, mut s: impl Write, why: &str) {
     ));
 }
 
-/// Starts a connection's thread, or refuses it. `logged_in` lifts the connect timeout.
+/// Starts a connection's thread for a client from `host`, or refuses it. `logged_in` lifts the
+/// connect timeout.
 fn admit<S>(
     shared: &Arc<Shared>,
     stream: Arc<S>,
     handle: Handle,
+    host: &str,
     logged_in: Box<dyn FnOnce() + Send>,
 ) where
     S: Send + Sync + 'static,
@@ -464,6 +512,17 @@ fn admit<S>(
         refuse(shared, &*stream, &format!("max_connections = {max}"));
         return;
     }
+    let login = match auth::Login::new(shared.credentials.clone(), host, logged_in) {
+        Ok(l) => l,
+        Err(e) => {
+            // No scramble, no login: closed before the greeting.
+            shared.stats.connected.fetch_sub(1, Ordering::SeqCst);
+            if shared.config.log {
+                eprintln!("turnstile serve: cannot draw a scramble for a connection: {e}");
+            }
+            return;
+        }
+    };
     let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
     shared
         .open
@@ -478,7 +537,7 @@ fn admit<S>(
             let shared = thread_shared;
             shared.stats.connections.fetch_add(1, Ordering::Relaxed);
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                conn::run(&shared, id, stream, logged_in)
+                conn::run(&shared, id, stream, login)
             }));
             if r.is_err() {
                 // The panic message was printed by the panic hook; the connection's guards and

@@ -27,10 +27,16 @@ pub enum Lit {
     Null,
     /// An integer.
     Int(i64),
-    /// A number that is not an integer (kept as written).
+    /// A number that is not an i64, kept as written: an exact decimal (`5.0`) or, with an
+    /// exponent, an approximate one (`1e3`).
     Num(String),
+    /// A bound DOUBLE or FLOAT parameter.
+    Double(f64),
     /// A string.
     Str(Vec<u8>),
+    /// A hexadecimal or bit-value literal (`X'41'`, `0x41`, `b'1000001'`): a binary string,
+    /// and an unsigned integer in a numeric context.
+    Bits(Vec<u8>),
 }
 
 /// One argument of a statement: a literal written in it, or the n-th `?` of a prepared one.
@@ -99,9 +105,15 @@ pub enum Kind {
     CreateTable {
         /// `IF NOT EXISTS`.
         if_not_exists: bool,
+        /// The names of its indexes on `k`, upper-cased.
+        indexes: Vec<String>,
     },
-    /// `CREATE INDEX … ON t(k)`: the k index always exists.
-    CreateIndexK,
+    /// `CREATE INDEX name ON t(k)`: the k index always exists; the name (upper-cased) is
+    /// remembered, to refuse a second of that name as MySQL does.
+    CreateIndexK {
+        /// The index's name.
+        name: String,
+    },
     /// `DROP TABLE [IF EXISTS] t, …`.
     DropTable {
         /// The tables.
@@ -114,8 +126,11 @@ pub enum Kind {
         /// The tables.
         names: Vec<String>,
     },
-    /// `BEGIN` / `START TRANSACTION`.
-    Begin,
+    /// `BEGIN` / `START TRANSACTION [READ ONLY | READ WRITE] [WITH CONSISTENT SNAPSHOT]`.
+    Begin {
+        /// `READ ONLY`: writes are refused (1792).
+        read_only: bool,
+    },
     /// `COMMIT`.
     Commit,
     /// `ROLLBACK`.
@@ -126,12 +141,12 @@ pub enum Kind {
     Use(String),
     /// `SELECT @@var, DATABASE(), 1, 'x' …` without a table.
     SelectExprs(Vec<(String, SelectItem)>),
-    /// `SHOW DATABASES`.
-    ShowDatabases,
-    /// `SHOW TABLES`.
-    ShowTables,
+    /// `SHOW DATABASES [LIKE 'p']`.
+    ShowDatabases(Option<String>),
+    /// `SHOW TABLES [FROM db] [LIKE 'p']`.
+    ShowTables(Option<String>),
     /// `SHOW ENGINE {TURNSTILE|INNODB} STATUS`.
-    ShowEngineStatus,
+    ShowEngineStatus(String),
     /// `SHOW [GLOBAL|SESSION] STATUS [LIKE 'p']`.
     ShowStatus(Option<String>),
     /// `SHOW [GLOBAL|SESSION] VARIABLES [LIKE 'p']`.
@@ -169,53 +184,232 @@ pub enum PlanError {
     NotSupported(String),
     /// Not SQL the parser accepts (MySQL error 1064).
     Syntax(String),
+    /// An INSERT row (numbered from 1) with more or fewer values than columns (MySQL 1136).
+    ValueCount(usize),
+    /// Refused as MySQL refuses it: its error code and message.
+    Mysql(u16, String),
 }
 
-/// The most tokens (whitespace aside) a statement may hold between two separators (`,`,
-/// `;`). sqlparser builds a chain of operators (`a+b+c+…`, `x IS NULL IS NULL …`,
-/// `x IN (1) IN (1) …`) as a left-deep tree without recursing (its recursion limit counts
-/// nesting, not chains), but its visitors and the tree's drop recurse once per operator:
-/// 20,000 terms (a 40 KB query) overflowed a connection thread's stack and aborted the
-/// process. Every operator is at least one token, so bounding the tokens bounds every kind of
-/// chain, whatever its operators are spelt with (a guard that counted only the symbols and
-/// AND/OR/XOR let `IS NULL` and `IN (…)` chains through). Parentheses do not end a run: a
-/// chain runs through them. 2,000 is far beyond any statement this server runs (sysbench's
-/// have about 20 between separators), and a chain of 1,000 operators plans within a
-/// connection thread's stack (`a_run_at_the_limit_plans_within_a_connection_threads_stack`).
-pub const MAX_EXPRESSION_TOKENS: usize = 2000;
+/// The server's one database. MySQL would keep each database's tables apart; rather than let
+/// two names share one set of tables, every other name is unknown (1049).
+pub const DATABASE: &str = "sbtest";
 
-/// Refuses a statement with more than [`MAX_EXPRESSION_TOKENS`] tokens between separators,
-/// before it is parsed (the tokenizer does not recurse). A statement the tokenizer refuses
-/// goes on to the parser, which says why.
-fn check_operator_chains(sql: &str) -> Result<(), PlanError> {
+/// A table's name, refusing a qualifier naming another database as MySQL does (1146).
+fn table_name(n: &ObjectName) -> Result<String, PlanError> {
+    let t = last_ident(n);
+    match n.0.len() {
+        1 => Ok(t),
+        2 if n.0[0].to_string().trim_matches('`') == DATABASE => Ok(t),
+        _ => Err(PlanError::Mysql(
+            1146,
+            format!("Table '{}' doesn't exist", n.to_string().replace('`', "")),
+        )),
+    }
+}
+
+/// The deepest expression a statement may hold, counted in tokens: at any point of the text,
+/// the tokens since the last separator (`,` `;`) of every parenthesis level still open, plus
+/// the levels themselves. A parsed expression's depth cannot exceed it: each level of the tree
+/// is an operator, a call or a parenthesis with at least one token at its own level or an
+/// enclosing one, and a separator starts a sibling, not a child. sqlparser builds an operator
+/// chain (`a+b+…`, `x IS NULL IS NULL …`, `f(1,2)+f(1,2)+…`) as a left-deep tree without
+/// recursing, but its visitors, printer and the tree's drop recurse once per level, so an
+/// unbounded chain overflowed a connection thread's stack and aborted the process. Separators
+/// inside a call's parentheses end nothing at the call's own level (counting a run that every
+/// comma reset let `POW(1,2)+POW(1,2)+…` through). 2,000 is far beyond any statement this
+/// server runs (sysbench's reach about 20), and the deepest text it admits plans within a
+/// connection thread's stack (`the_deepest_text_admitted_plans_within_a_connection_threads_stack`).
+pub const MAX_EXPRESSION_DEPTH: usize = 2000;
+
+/// Refuses a statement deeper than [`MAX_EXPRESSION_DEPTH`] before it is parsed (the
+/// tokenizer does not recurse). A statement the tokenizer refuses goes on to the parser, which
+/// says why.
+fn check_expression_depth(sql: &str) -> Result<(), PlanError> {
     use sqlparser::tokenizer::{Token, Tokenizer};
     let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
         return Ok(());
     };
-    let mut run = 0usize;
+    // Tokens since the last separator, one entry per open parenthesis level (the first is the
+    // statement's own); `depth` is their sum plus the levels opened.
+    let mut levels: Vec<usize> = vec![0];
+    let mut depth = 0usize;
     for t in &tokens {
         match t {
-            Token::Comma | Token::SemiColon => run = 0,
-            Token::Whitespace(_) => {}
-            _ => {
-                run += 1;
-                if run > MAX_EXPRESSION_TOKENS {
-                    return Err(not_supported(
-                        &format!(
-                            "an expression of more than {MAX_EXPRESSION_TOKENS} tokens without a `,`"
-                        ),
-                        sql,
-                    ));
-                }
+            Token::Whitespace(_) => continue,
+            Token::Comma | Token::SemiColon => {
+                let run = levels.last_mut().expect("the statement's level");
+                depth -= *run;
+                *run = 0;
+                continue;
             }
+            Token::RParen if levels.len() > 1 => {
+                depth -= levels.pop().expect("an open level") + 1;
+            }
+            _ => {}
+        }
+        *levels.last_mut().expect("the statement's level") += 1;
+        depth += 1;
+        if matches!(t, Token::LParen) {
+            levels.push(0);
+            depth += 1;
+        }
+        if depth > MAX_EXPRESSION_DEPTH {
+            return Err(not_supported(
+                &format!("an expression deeper than {MAX_EXPRESSION_DEPTH} tokens"),
+                sql,
+            ));
         }
     }
     Ok(())
 }
 
+/// `X'…'` with an odd count of digits is a syntax error in MySQL (only `0x…` is padded); the
+/// tokenizer reads both forms as one token, so the text is checked first.
+fn check_hex_literals(sql: &str) -> Result<(), PlanError> {
+    let b = sql.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if let q @ (b'\'' | b'"' | b'`') = b[i] {
+            let hex = q == b'\''
+                && i > 0
+                && matches!(b[i - 1], b'x' | b'X')
+                && (i < 2 || !(b[i - 2].is_ascii_alphanumeric() || b[i - 2] == b'_'));
+            let start = i + 1;
+            i += 1;
+            while i < b.len() && b[i] != q {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            if hex && (i - start) % 2 == 1 {
+                return Err(PlanError::Syntax(format!(
+                    "You have an error in your SQL syntax near '{}'",
+                    excerpt(&sql[start - 2..])
+                )));
+            }
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// MySQL's version this server answers as, for executable comments: `/*!80000 … */` runs on
+/// 8.0.0 and later (`admin::VERSION` is 8.0.0).
+const COMMENT_VERSION: u32 = 80000;
+
+/// MySQL runs the text of an executable comment — `/*! … */`, or `/*!NNNNN … */` on servers
+/// of version NNNNN and later — as part of the statement; sqlparser drops it as a comment,
+/// which silently changed what a statement did (`DELETE … WHERE id = 3 /*! AND k = 999 */`
+/// deleted row 3). Returns the text with each such comment opened (its markers blanked) and
+/// other comments left for the tokenizer; `None` when there is none. Quotes and ordinary
+/// comments are skipped as MySQL's lexer does, so a marker inside a string is text.
+pub fn open_executable_comments(sql: &str) -> Option<String> {
+    let b = sql.as_bytes();
+    if !sql.contains("/*!") {
+        return None;
+    }
+    let mut out = Vec::with_capacity(b.len());
+    let (mut i, mut inside) = (0, false);
+    while i < b.len() {
+        match b[i] {
+            q @ (b'\'' | b'"' | b'`') => {
+                let start = i;
+                i += 1;
+                while i < b.len() {
+                    if b[i] == b'\\' && q != b'`' {
+                        i += 2;
+                    } else if b[i] == q {
+                        i += 1;
+                        if b.get(i) != Some(&q) {
+                            break;
+                        }
+                        i += 1;
+                    } else {
+                        i += 1;
+                    }
+                }
+                out.extend_from_slice(&b[start..i.min(b.len())]);
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') && !inside && b.get(i + 2) == Some(&b'!') => {
+                let digits = b[i + 3..].iter().take_while(|c| c.is_ascii_digit()).count();
+                let runs = match digits {
+                    0 => true,
+                    5 | 6 => sql[i + 3..i + 3 + digits]
+                        .parse::<u32>()
+                        .is_ok_and(|v| v <= COMMENT_VERSION),
+                    _ => true, // `/*!1 …`: MySQL reads the digits as text
+                };
+                let skip = if digits == 5 || digits == 6 {
+                    3 + digits
+                } else {
+                    3
+                };
+                if runs {
+                    out.extend(std::iter::repeat_n(b' ', skip));
+                    i += skip;
+                    inside = true;
+                } else {
+                    // A comment for a later version: an ordinary comment.
+                    let end = sql[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                    out.extend_from_slice(&b[i..end]);
+                    i = end;
+                }
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') && !inside => {
+                let end = sql[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                out.extend_from_slice(&b[i..end]);
+                i = end;
+                continue;
+            }
+            b'*' if inside && b.get(i + 1) == Some(&b'/') => {
+                out.extend_from_slice(b"  ");
+                i += 2;
+                inside = false;
+                continue;
+            }
+            b'#' if !inside => {
+                let end = sql[i..].find('\n').map_or(b.len(), |e| i + e);
+                out.extend_from_slice(&b[i..end]);
+                i = end;
+                continue;
+            }
+            b'-' if b.get(i + 1) == Some(&b'-')
+                && b.get(i + 2)
+                    .is_none_or(|c| c.is_ascii_whitespace() || c.is_ascii_control())
+                && !inside =>
+            {
+                let end = sql[i..].find('\n').map_or(b.len(), |e| i + e);
+                out.extend_from_slice(&b[i..end]);
+                i = end;
+                continue;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    // Only ASCII bytes were replaced, by ASCII spaces: still UTF-8.
+    Some(String::from_utf8(out).expect("ASCII replaced by ASCII"))
+}
+
 /// Parses one statement.
 pub fn plan(sql: &str) -> Result<Plan, PlanError> {
-    check_operator_chains(sql)?;
+    let opened = open_executable_comments(sql);
+    let sql = opened.as_deref().unwrap_or(sql);
+    check_expression_depth(sql)?;
+    check_hex_literals(sql)?;
+    // Two MySQL forms sqlparser does not read: one this server runs, one it refuses.
+    let words: Vec<String> = sql
+        .trim()
+        .trim_end_matches(';')
+        .split_ascii_whitespace()
+        .map(str::to_ascii_uppercase)
+        .collect();
+    if words == ["START", "TRANSACTION", "WITH", "CONSISTENT", "SNAPSHOT"] {
+        return Ok(plan_of(Kind::Begin { read_only: false }));
+    }
+    if words.ends_with(&["LOCK", "IN", "SHARE", "MODE"].map(String::from)) {
+        return Err(not_supported("locking reads (LOCK IN SHARE MODE)", sql));
+    }
     // sqlparser 0.59 panics on some input instead of refusing it (its MySQL dialect unwraps
     // the right side of `DIV`: `… WHERE id = 1 DIV`, or a chain of 50 `DIV`s past its
     // recursion limit). A syntax error to the client, not a dropped connection.
@@ -241,14 +435,22 @@ pub fn plan(sql: &str) -> Result<Plan, PlanError> {
     if let Some(p) = structural(&stmt, sql)? {
         return Ok(p);
     }
-    let (args, params) = extract_args(&mut stmt);
+    let (args, params) = extract_args(&mut stmt).map_err(|what| not_supported(&what, sql))?;
     let mut tables = Vec::new();
+    let mut bad_table = None;
     let _ = visit_relations_mut(&mut stmt, |n: &mut ObjectName| {
-        tables.push(last_ident(n));
+        match table_name(n) {
+            Ok(t) => tables.push(t),
+            Err(e) => bad_table = Some(e),
+        }
         *n = ObjectName(vec![ObjectNamePart::Identifier(Ident::new("t"))]);
         ControlFlow::<()>::Continue(())
     });
-    let template = stmt.to_string().to_ascii_uppercase();
+    if let Some(e) = bad_table {
+        return Err(e);
+    }
+    // Backquotes only quote names: `c` is c (literals, which might hold one, are `?` by now).
+    let template = stmt.to_string().to_ascii_uppercase().replace('`', "");
     let kind = match template.as_str() {
         "SELECT C FROM T WHERE ID = ?" => Kind::PointSelect,
         "SELECT C FROM T WHERE ID BETWEEN ? AND ?" => Kind::RangeSelect,
@@ -263,7 +465,9 @@ pub fn plan(sql: &str) -> Result<Plan, PlanError> {
         "UPDATE T SET K = K + ? WHERE ID = ?" => Kind::UpdateK,
         "UPDATE T SET C = ? WHERE ID = ?" => Kind::UpdateC,
         "DELETE FROM T WHERE ID = ?" => Kind::Delete,
-        t if t.starts_with("CREATE INDEX ") && t.ends_with(" ON T(K)") => Kind::CreateIndexK,
+        t if t.starts_with("CREATE INDEX ") && t.ends_with(" ON T(K)") => Kind::CreateIndexK {
+            name: t["CREATE INDEX ".len()..t.len() - " ON T(K)".len()].to_string(),
+        },
         "ANALYZE TABLE T" => Kind::Analyze {
             names: tables.clone(),
         },
@@ -365,10 +569,13 @@ fn last_ident(n: &ObjectName) -> String {
 }
 
 /// Replaces every literal and `?` with `?`, returning the arguments in the order the parser's
-/// visitor meets them (left to right for the supported statements) and the number of `?`.
-fn extract_args(stmt: &mut Statement) -> (Vec<Arg>, usize) {
+/// visitor meets them (left to right for the supported statements) and the number of `?`;
+/// an error names a literal this server cannot read as MySQL does.
+fn extract_args(stmt: &mut Statement) -> Result<(Vec<Arg>, usize), String> {
     let mut args = Vec::new();
     let mut params = 0;
+    let mut bad = None;
+    // The visitor runs after an expression's children: a sign's operand is already replaced.
     let _ = visit_expressions_mut(stmt, |e: &mut Expr| {
         match e {
             Expr::Value(v) => {
@@ -377,12 +584,18 @@ fn extract_args(stmt: &mut Statement) -> (Vec<Arg>, usize) {
                         params += 1;
                         Arg::Param(params - 1)
                     }
-                    other => Arg::Lit(literal(other)),
+                    other => match literal(other) {
+                        Ok(l) => Arg::Lit(l),
+                        Err(what) => {
+                            bad = Some(what);
+                            return ControlFlow::Break(());
+                        }
+                    },
                 };
                 args.push(arg);
                 v.value = Value::Placeholder("?".into());
             }
-            // `-5`: the literal was just replaced; fold the sign into it.
+            // `-5`: fold the sign into the number just replaced.
             Expr::UnaryOp {
                 op: UnaryOperator::Minus,
                 expr,
@@ -390,35 +603,86 @@ fn extract_args(stmt: &mut Statement) -> (Vec<Arg>, usize) {
                 && matches!(**expr, Expr::Value(_)) =>
             {
                 if let Some(Arg::Lit(l)) = args.last_mut() {
-                    let negated = match &*l {
-                        Lit::Int(i) => Lit::Int(-*i),
-                        Lit::Num(s) => Lit::Num(format!("-{s}")),
+                    *l = match &*l {
+                        Lit::Int(i) => i.checked_neg().map_or(Lit::Num(format!("-{i}")), Lit::Int),
+                        Lit::Num(s) => Lit::Num(negate(s)),
                         other => other.clone(),
                     };
-                    *l = negated;
                 }
+                *e = (**expr).clone();
+            }
+            // `+5`, `+'x'`: MySQL's unary plus changes nothing.
+            Expr::UnaryOp {
+                op: UnaryOperator::Plus,
+                expr,
+            } if matches!(args.last(), Some(Arg::Lit(_))) && matches!(**expr, Expr::Value(_)) => {
                 *e = (**expr).clone();
             }
             _ => {}
         }
-        ControlFlow::<()>::Continue(())
+        ControlFlow::Continue(())
     });
-    (args, params)
+    match bad {
+        Some(what) => Err(what),
+        None => Ok((args, params)),
+    }
 }
 
-fn literal(v: &Value) -> Lit {
-    match v {
+/// A number written as text, negated (`-(-5)` is `5`).
+fn negate(s: &str) -> String {
+    match s.strip_prefix('-') {
+        Some(rest) => rest.to_string(),
+        None => format!("-{}", s.trim_start_matches('+')),
+    }
+}
+
+/// A literal's value, or why this server cannot read it as MySQL does.
+fn literal(v: &Value) -> Result<Lit, String> {
+    Ok(match v {
         Value::Null => Lit::Null,
         Value::Number(n, _) => match n.parse::<i64>() {
             Ok(i) => Lit::Int(i),
             Err(_) => Lit::Num(n.clone()),
         },
         Value::Boolean(b) => Lit::Int(*b as i64),
-        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
-            Lit::Str(s.as_bytes().to_vec())
+        Value::SingleQuotedString(s)
+        | Value::DoubleQuotedString(s)
+        | Value::NationalStringLiteral(s) => Lit::Str(s.as_bytes().to_vec()),
+        Value::HexStringLiteral(h) => Lit::Bits(hex_bytes(h).ok_or("this hexadecimal literal")?),
+        Value::SingleQuotedByteStringLiteral(b) => {
+            Lit::Bits(bit_bytes(b).ok_or("this bit-value literal")?)
         }
-        other => Lit::Str(other.to_string().into_bytes()),
+        other => return Err(format!("the literal {other}")),
+    })
+}
+
+/// `X'4142'` / `0x4142`: the bytes, an odd count of digits padded with a leading 0 (as
+/// MySQL pads `0x…`; it refuses an odd `X'…'`, which the tokenizer does not tell apart).
+fn hex_bytes(h: &str) -> Option<Vec<u8>> {
+    let padded = if h.len() % 2 == 1 {
+        format!("0{h}")
+    } else {
+        h.to_string()
+    };
+    (0..padded.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(padded.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// `b'1000001'`: the bits as bytes, right-aligned (`b'1000001'` is `A`).
+fn bit_bytes(b: &str) -> Option<Vec<u8>> {
+    if !b.bytes().all(|c| c == b'0' || c == b'1') {
+        return None;
     }
+    let mut out = vec![0u8; b.len().div_ceil(8)];
+    let n = out.len();
+    for (i, c) in b.bytes().rev().enumerate() {
+        if c == b'1' {
+            out[n - 1 - i / 8] |= 1 << (i % 8);
+        }
+    }
+    Some(out)
 }
 
 fn plan_of(kind: Kind) -> Plan {
@@ -433,7 +697,22 @@ fn plan_of(kind: Kind) -> Plan {
 /// Statements recognised on the syntax tree.
 fn structural(stmt: &Statement, sql: &str) -> Result<Option<Plan>, PlanError> {
     Ok(Some(match stmt {
-        Statement::StartTransaction { .. } => plan_of(Kind::Begin),
+        Statement::StartTransaction {
+            modes, statements, ..
+        } if statements.is_empty() => {
+            let mut read_only = false;
+            for m in modes {
+                match m {
+                    ast::TransactionMode::AccessMode(a) => {
+                        read_only = *a == ast::TransactionAccessMode::ReadOnly
+                    }
+                    ast::TransactionMode::IsolationLevel(_) => {
+                        return Err(not_supported("an isolation level (READ COMMITTED)", sql))
+                    }
+                }
+            }
+            plan_of(Kind::Begin { read_only })
+        }
         Statement::Commit { chain: false, .. } => plan_of(Kind::Commit),
         Statement::Rollback {
             chain: false,
@@ -446,8 +725,37 @@ fn structural(stmt: &Statement, sql: &str) -> Result<Option<Plan>, PlanError> {
             };
             plan_of(Kind::Use(name))
         }
-        Statement::ShowDatabases { .. } => plan_of(Kind::ShowDatabases),
-        Statement::ShowTables { .. } => plan_of(Kind::ShowTables),
+        Statement::ShowDatabases {
+            terse: false,
+            history: false,
+            show_options,
+        } if show_options.show_in.is_none() => {
+            plan_of(Kind::ShowDatabases(show_like(show_options, sql)?))
+        }
+        // One database: `FROM db` names it, whatever the name (as `USE` accepts any).
+        Statement::ShowTables {
+            terse: false,
+            history: false,
+            extended: false,
+            full: false,
+            external: false,
+            show_options,
+        } => {
+            if let Some(ast::ShowStatementIn {
+                parent_name: Some(db),
+                ..
+            }) = &show_options.show_in
+            {
+                let db = last_ident(db);
+                if db != DATABASE {
+                    return Err(PlanError::Mysql(1049, format!("Unknown database '{db}'")));
+                }
+            }
+            plan_of(Kind::ShowTables(show_like(show_options, sql)?))
+        }
+        Statement::ShowDatabases { .. } | Statement::ShowTables { .. } => {
+            return Err(not_supported("this form of SHOW", sql))
+        }
         Statement::ShowStatus { filter, .. } => plan_of(Kind::ShowStatus(like(filter, sql)?)),
         Statement::ShowVariables { filter, .. } => plan_of(Kind::ShowVariables(like(filter, sql)?)),
         Statement::ShowVariable { variable } => {
@@ -456,7 +764,11 @@ fn structural(stmt: &Statement, sql: &str) -> Result<Option<Plan>, PlanError> {
                 .map(|i| i.value.to_ascii_uppercase())
                 .collect();
             match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-                ["ENGINE", "TURNSTILE" | "INNODB", "STATUS"] => plan_of(Kind::ShowEngineStatus),
+                // Its `Type` column names the engine as asked (MySQL's says `InnoDB`).
+                ["ENGINE", "TURNSTILE", "STATUS"] => {
+                    plan_of(Kind::ShowEngineStatus("turnstile".into()))
+                }
+                ["ENGINE", "INNODB", "STATUS"] => plan_of(Kind::ShowEngineStatus("InnoDB".into())),
                 _ => return Err(not_supported("this SHOW statement", sql)),
             }
         }
@@ -470,7 +782,7 @@ fn structural(stmt: &Statement, sql: &str) -> Result<Option<Plan>, PlanError> {
             temporary: false,
             ..
         } => plan_of(Kind::DropTable {
-            names: names.iter().map(last_ident).collect(),
+            names: names.iter().map(table_name).collect::<Result<_, _>>()?,
             if_exists: *if_exists,
         }),
         Statement::CreateTable(ct) => create_table(ct, sql)?,
@@ -482,6 +794,21 @@ fn structural(stmt: &Statement, sql: &str) -> Result<Option<Plan>, PlanError> {
         },
         _ => return Ok(None),
     }))
+}
+
+/// The `LIKE` pattern of `SHOW DATABASES|TABLES`; other options are refused rather than
+/// ignored.
+fn show_like(o: &ast::ShowStatementOptions, sql: &str) -> Result<Option<String>, PlanError> {
+    if o.starts_with.is_some() || o.limit.is_some() || o.limit_from.is_some() {
+        return Err(not_supported("this SHOW option", sql));
+    }
+    match &o.filter_position {
+        None => Ok(None),
+        Some(
+            ast::ShowStatementFilterPosition::Infix(f)
+            | ast::ShowStatementFilterPosition::Suffix(f),
+        ) => like(&Some(f.clone()), sql),
+    }
 }
 
 fn like(filter: &Option<ShowStatementFilter>, sql: &str) -> Result<Option<String>, PlanError> {
@@ -546,7 +873,7 @@ fn select_exprs(q: &ast::Query) -> Option<Plan> {
                 ("DATABASE()".to_string(), SelectItem::Database)
             }
             Expr::Value(v) if !matches!(v.value, Value::Placeholder(_)) => {
-                args.push(Arg::Lit(literal(&v.value)));
+                args.push(Arg::Lit(literal(&v.value).ok()?));
                 (v.value.to_string(), SelectItem::Arg(args.len() - 1))
             }
             _ => return None,
@@ -588,15 +915,19 @@ fn insert(ins: &ast::Insert, sql: &str) -> Result<Plan, PlanError> {
     }
     let mut cols = Vec::new();
     for c in &ins.columns {
-        let col = col_of(&c.value)
-            .ok_or_else(|| not_supported(&format!("INSERT into column '{}'", c.value), sql))?;
+        let col = col_of(&c.value).ok_or_else(|| {
+            PlanError::Mysql(
+                1054,
+                format!("Unknown column '{}' in 'field list'", c.value),
+            )
+        })?;
         if cols.contains(&col) {
-            return Err(not_supported("a column named twice", sql));
+            return Err(PlanError::Mysql(
+                1110,
+                format!("Column '{}' specified twice", c.value),
+            ));
         }
         cols.push(col);
-    }
-    if cols.is_empty() {
-        cols = vec![Col::Id, Col::K, Col::C, Col::Pad];
     }
     let Some(source) = &ins.source else {
         return Err(not_supported("INSERT without VALUES", sql));
@@ -607,30 +938,33 @@ fn insert(ins: &ast::Insert, sql: &str) -> Result<Plan, PlanError> {
     if source.order_by.is_some() || source.limit_clause.is_some() || source.with.is_some() {
         return Err(not_supported("this form of INSERT", sql));
     }
+    // No column list: every column, unless every row is `()`, a row of defaults.
+    if ins.columns.is_empty() && values.rows.iter().any(|r| !r.is_empty()) {
+        cols = vec![Col::Id, Col::K, Col::C, Col::Pad];
+    }
     let mut args = Vec::new();
     let mut params = 0;
-    for row in &values.rows {
+    for (i, row) in values.rows.iter().enumerate() {
         if row.len() != cols.len() {
-            return Err(PlanError::NotSupported(
-                "Column count doesn't match value count".into(),
-            ));
+            return Err(PlanError::ValueCount(i + 1));
         }
         for e in row {
+            let lit = |v: &Value| literal(v).map_err(|what| not_supported(&what, sql));
             args.push(match e {
                 Expr::Value(v) => match &v.value {
                     Value::Placeholder(_) => {
                         params += 1;
                         Arg::Param(params - 1)
                     }
-                    other => Arg::Lit(literal(other)),
+                    other => Arg::Lit(lit(other)?),
                 },
-                Expr::UnaryOp {
-                    op: UnaryOperator::Minus,
-                    expr,
-                } => match &**expr {
-                    Expr::Value(v) => match literal(&v.value) {
-                        Lit::Int(i) => Arg::Lit(Lit::Int(-i)),
-                        Lit::Num(s) => Arg::Lit(Lit::Num(format!("-{s}"))),
+                Expr::UnaryOp { op, expr } => match (op, &**expr) {
+                    (UnaryOperator::Plus, Expr::Value(v)) => Arg::Lit(lit(&v.value)?),
+                    (UnaryOperator::Minus, Expr::Value(v)) => match lit(&v.value)? {
+                        Lit::Int(i) => {
+                            Arg::Lit(i.checked_neg().map_or(Lit::Num(format!("-{i}")), Lit::Int))
+                        }
+                        Lit::Num(s) => Arg::Lit(Lit::Num(negate(&s))),
                         _ => return Err(not_supported("this INSERT value", sql)),
                     },
                     _ => return Err(not_supported("this INSERT value", sql)),
@@ -644,19 +978,35 @@ fn insert(ins: &ast::Insert, sql: &str) -> Result<Plan, PlanError> {
             cols,
             rows: values.rows.len(),
         },
-        table: Some(last_ident(name)),
+        table: Some(table_name(name)?),
         args,
         params,
     })
 }
 
-/// Accepts exactly the sysbench schema: `id` INTEGER (AUTO_INCREMENT or not) primary key,
-/// `k` INTEGER, `c` CHAR(120), `pad` CHAR(60); defaults, NOT NULL and table options are
-/// ignored; an index on `k` (sysbench's `KEY k_1(k)` form) is accepted.
+/// Accepts exactly the sysbench schema: `id INTEGER NOT NULL AUTO_INCREMENT` primary key,
+/// `k INTEGER DEFAULT '0' NOT NULL`, `c CHAR(120) DEFAULT '' NOT NULL`, `pad CHAR(60) DEFAULT
+/// '' NOT NULL`, and an index on `k` (sysbench's `KEY k_1(k)` form); table options (`ENGINE`)
+/// are ignored. Other defaults, nullable columns and collations are refused.
 fn create_table(ct: &ast::CreateTable, sql: &str) -> Result<Plan, PlanError> {
     let refuse = |why: &str| not_supported(&format!("this table definition ({why})"), sql);
     if ct.temporary || ct.query.is_some() || ct.like.is_some() || ct.clone.is_some() {
         return Err(refuse("only the sysbench schema"));
+    }
+    let options = match &ct.table_options {
+        ast::CreateTableOptions::None => Vec::new(),
+        ast::CreateTableOptions::Plain(o)
+        | ast::CreateTableOptions::Options(o)
+        | ast::CreateTableOptions::With(o)
+        | ast::CreateTableOptions::TableProperties(o) => o.iter().map(|o| o.to_string()).collect(),
+    };
+    for o in &options {
+        // A transactional engine and a comment change nothing; any other option would
+        // (MyISAM keeps rolled-back writes, AUTO_INCREMENT = n starts elsewhere).
+        let u = o.to_ascii_uppercase().replace(' ', "");
+        if !(u == "ENGINE=INNODB" || u.starts_with("COMMENT")) {
+            return Err(refuse(&format!("table option {o}")));
+        }
     }
     let names: Vec<String> = ct
         .columns
@@ -694,8 +1044,18 @@ fn create_table(ct: &ast::CreateTable, sql: &str) -> Result<Plan, PlanError> {
                 }
             )));
         }
+        let name = col.name.value.to_ascii_lowercase();
+        let (mut not_null, mut auto_inc, mut default) = (false, false, None);
         for o in &col.options {
             match &o.option {
+                ColumnOption::NotNull => not_null = true,
+                ColumnOption::Null => return Err(refuse("columns must be NOT NULL")),
+                ColumnOption::Default(e) => default = Some(e.to_string()),
+                ColumnOption::DialectSpecific(_)
+                    if o.option.to_string().eq_ignore_ascii_case("AUTO_INCREMENT") =>
+                {
+                    auto_inc = true
+                }
                 ColumnOption::Unique {
                     is_primary: true, ..
                 } if names[0] == "id" => {
@@ -709,10 +1069,29 @@ fn create_table(ct: &ast::CreateTable, sql: &str) -> Result<Plan, PlanError> {
                 ColumnOption::Generated { .. } | ColumnOption::ForeignKey { .. } => {
                     return Err(refuse("no generated or foreign-key columns"))
                 }
-                _ => {}
+                ColumnOption::Collation(_) | ColumnOption::CharacterSet(_) => {
+                    return Err(refuse("the default character set and collation"))
+                }
+                ColumnOption::Comment(_) => {}
+                _ => return Err(refuse(&format!("column option {}", o.option))),
             }
         }
+        // The engine gives an omitted value the sysbench schema's default and refuses NULL,
+        // so only that schema's defaults can be honoured: any other is refused, not ignored.
+        let honoured = match name.as_str() {
+            "id" => auto_inc && default.is_none(),
+            "k" => not_null && matches!(default.as_deref(), Some("0" | "'0'")),
+            _ => not_null && default.as_deref() == Some("''"),
+        };
+        if !honoured {
+            return Err(refuse(match name.as_str() {
+                "id" => "id must be AUTO_INCREMENT, without a default",
+                "k" => "k must be DEFAULT '0' NOT NULL",
+                _ => "c and pad must be DEFAULT '' NOT NULL",
+            }));
+        }
     }
+    let mut indexes = Vec::new();
     for c in &ct.constraints {
         match c {
             TableConstraint::PrimaryKey { columns, .. }
@@ -720,8 +1099,19 @@ fn create_table(ct: &ast::CreateTable, sql: &str) -> Result<Plan, PlanError> {
             {
                 pk = true
             }
-            TableConstraint::Index { columns, .. }
-                if columns.len() == 1 && columns[0].to_string().eq_ignore_ascii_case("k") => {}
+            // An unnamed index is named after its column, as MySQL names it.
+            TableConstraint::Index { name, columns, .. }
+                if columns.len() == 1 && columns[0].to_string().eq_ignore_ascii_case("k") =>
+            {
+                let name = name.as_ref().map_or("k".to_string(), |n| n.value.clone());
+                if indexes.contains(&name.to_ascii_uppercase()) {
+                    return Err(PlanError::Mysql(
+                        1061,
+                        format!("Duplicate key name '{name}'"),
+                    ));
+                }
+                indexes.push(name.to_ascii_uppercase());
+            }
             _ => return Err(refuse("only PRIMARY KEY (id) and an index on k")),
         }
     }
@@ -731,11 +1121,96 @@ fn create_table(ct: &ast::CreateTable, sql: &str) -> Result<Plan, PlanError> {
     Ok(Plan {
         kind: Kind::CreateTable {
             if_not_exists: ct.if_not_exists,
+            indexes,
         },
-        table: Some(last_ident(&ct.name)),
+        table: Some(
+            table_name(&ct.name).map_err(|_| {
+                PlanError::Mysql(1049, format!("Unknown database '{}'", ct.name.0[0]))
+            })?,
+        ),
         args: Vec::new(),
         params: 0,
     })
+}
+
+/// Session variables whose value changes no answer of this server (buffer sizes, the
+/// client's character set names, notes and checks it has nothing for): set and ignored.
+const IGNORED_SESSION_VARIABLES: [&str; 22] = [
+    "tmp_table_size",
+    "max_heap_table_size",
+    "sort_buffer_size",
+    "join_buffer_size",
+    "read_buffer_size",
+    "read_rnd_buffer_size",
+    "character_set_client",
+    "character_set_results",
+    "character_set_connection",
+    "collation_connection",
+    "time_zone",
+    "sql_notes",
+    "sql_warnings",
+    "foreign_key_checks",
+    "unique_checks",
+    "session_track_schema",
+    "session_track_state_change",
+    "session_track_system_variables",
+    "session_track_transaction_info",
+    "optimizer_switch",
+    "profiling",
+    "long_query_time",
+];
+
+/// `SET [SESSION] name = value` for a variable other than autocommit: accepted where the
+/// value changes nothing here, refused as MySQL refuses it (1621 read-only, 1193 unknown),
+/// and refused as not supported (1235) where ignoring it would change answers.
+fn session_variable(name: &str, value: &Expr, sql: &str) -> Result<SetKind, PlanError> {
+    if IGNORED_SESSION_VARIABLES.contains(&name) {
+        return Ok(SetKind::Ignored(name.to_string()));
+    }
+    match name {
+        // This server always answers as strict mode does; a mode keeping strictness is
+        // what it runs already.
+        "sql_mode" => {
+            let v = value.to_string().to_ascii_uppercase();
+            if v.contains("STRICT_TRANS_TABLES") || v.contains("STRICT_ALL_TABLES") {
+                Ok(SetKind::Ignored(name.to_string()))
+            } else {
+                Err(not_supported(
+                    "an sql_mode without STRICT_TRANS_TABLES",
+                    sql,
+                ))
+            }
+        }
+        "max_allowed_packet" | "net_buffer_length" => Err(PlanError::Mysql(
+            1621,
+            format!("SESSION variable '{name}' is read-only. Use SET GLOBAL to assign the value"),
+        )),
+        "wait_timeout"
+        | "interactive_timeout"
+        | "net_read_timeout"
+        | "net_write_timeout"
+        | "lock_wait_timeout"
+        | "innodb_lock_wait_timeout"
+        | "transaction_isolation"
+        | "tx_isolation"
+        | "transaction_read_only"
+        | "max_execution_time"
+        | "sql_select_limit"
+        | "auto_increment_increment"
+        | "auto_increment_offset"
+        | "sql_auto_is_null"
+        | "big_tables"
+        | "sql_safe_updates"
+        | "character_set_database"
+        | "collation_database" => Err(not_supported(
+            &format!("setting {name} (its default is in force)"),
+            sql,
+        )),
+        _ => Err(PlanError::Mysql(
+            1193,
+            format!("Unknown system variable '{name}'"),
+        )),
+    }
 }
 
 fn set_statement(set: &ast::Set, sql: &str) -> Result<Plan, PlanError> {
@@ -775,14 +1250,16 @@ fn set_statement(set: &ast::Set, sql: &str) -> Result<Plan, PlanError> {
             if values.len() != 1 {
                 return Err(not_supported("SET with a list of values", sql));
             }
-            let mut value = values[0].clone();
+            let written = values[0].clone();
+            let mut value = written.clone();
             let mut stmt_like = Statement::Set(ast::Set::SingleAssignment {
                 scope: None,
                 hivevar: false,
                 variable: ObjectName(vec![]),
                 values: vec![value.clone()],
             });
-            let (args, params) = extract_args(&mut stmt_like);
+            let (args, params) =
+                extract_args(&mut stmt_like).map_err(|what| not_supported(&what, sql))?;
             if let Statement::Set(ast::Set::SingleAssignment { values, .. }) = &stmt_like {
                 value = values[0].clone();
             }
@@ -821,11 +1298,14 @@ fn set_statement(set: &ast::Set, sql: &str) -> Result<Plan, PlanError> {
                     params,
                 });
             } else if name.starts_with("turnstile") {
-                return Err(PlanError::NotSupported(format!(
-                    "Variable '{name}' is a GLOBAL variable and should be set with SET GLOBAL"
-                )));
+                return Err(PlanError::Mysql(
+                    1229,
+                    format!(
+                        "Variable '{name}' is a GLOBAL variable and should be set with SET GLOBAL"
+                    ),
+                ));
             } else {
-                SetKind::Ignored(name)
+                session_variable(&name, &written, sql)?
             };
             Ok(plan_of(Kind::Set(kind)))
         }
@@ -836,6 +1316,10 @@ fn set_statement(set: &ast::Set, sql: &str) -> Result<Plan, PlanError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn refused_as_too_deep<T>(r: &Result<T, PlanError>) -> bool {
+        matches!(r, Err(PlanError::NotSupported(m)) if m.contains("deeper than"))
+    }
 
     #[test]
     fn a_chain_of_twenty_thousand_operators_of_any_kind_is_refused_before_it_is_parsed() {
@@ -856,11 +1340,17 @@ mod tests {
                 "SELECT c FROM sbtest1 WHERE id = 1{}",
                 " DIV 1".repeat(200_000)
             ),
+            // Commas inside each term's call do not end the chain the terms make.
+            format!(
+                "SELECT c FROM sbtest1 WHERE id = POW(1,2){}",
+                "+POW(1,2)".repeat(20_000)
+            ),
+            format!(
+                "SELECT c FROM sbtest1 WHERE id = 1 /*! {} */",
+                "+1".repeat(20_000)
+            ),
         ] {
-            match plan(&chain) {
-                Err(PlanError::NotSupported(m)) => assert!(m.contains("tokens without"), "{m}"),
-                other => panic!("expected a refusal, got {other:?}"),
-            }
+            assert!(refused_as_too_deep(&plan(&chain)), "{:?}", &chain[..60]);
         }
     }
 
@@ -880,13 +1370,20 @@ mod tests {
     }
 
     #[test]
-    fn a_run_at_the_limit_plans_within_a_connection_threads_stack() {
+    fn the_deepest_text_admitted_plans_within_a_connection_threads_stack() {
         // The server's connection threads run with `THREAD_STACK`; the parser's visitors and
-        // the tree's drop recurse once per operator. The longest chains the guard lets
-        // through, for operators of one, two and four tokens.
+        // the tree's drop recurse once per level. The longest chains the guard lets through,
+        // for operators of one, two and four tokens and for calls chained by an operator.
         let head = "SELECT c FROM t WHERE id = 1";
-        let room = MAX_EXPRESSION_TOKENS - 8;
-        for (op, tokens) in [("+1", 2), (" IS NULL", 2), (" IN (1)", 4), (" DIV 1", 2)] {
+        let room = MAX_EXPRESSION_DEPTH - 8;
+        for (op, tokens) in [
+            ("+1", 2),
+            (" IS NULL", 2),
+            (" IN (1)", 4),
+            (" DIV 1", 2),
+            // Four tokens at the chain's level, and two more inside the call.
+            ("+POW(1,2)", 6),
+        ] {
             let sql = format!("{head}{}", op.repeat(room / tokens));
             let planned = std::thread::Builder::new()
                 .stack_size(crate::THREAD_STACK)
@@ -894,17 +1391,59 @@ mod tests {
                 .unwrap()
                 .join()
                 .expect("no stack overflow");
+            assert!(!refused_as_too_deep(&planned), "{op}: {planned:?}");
+        }
+        // Separators end a run: a long list is not deep.
+        let list = format!("SELECT c FROM t WHERE id IN (1{})", ",-1".repeat(5_000));
+        assert!(!refused_as_too_deep(&plan(&list)));
+        let rows = format!(
+            "INSERT INTO sbtest1 (k, c, pad) VALUES (1,'a','b'){}",
+            ",(1,'a','b')".repeat(5_000)
+        );
+        assert!(plan(&rows).is_ok());
+    }
+
+    #[test]
+    fn an_executable_comment_is_part_of_the_statement() {
+        assert_eq!(
+            open_executable_comments("DELETE FROM t WHERE id = 3 /*! AND k = 999 */").unwrap(),
+            "DELETE FROM t WHERE id = 3     AND k = 999   "
+        );
+        // A version at or below ours runs; a later one is a comment.
+        assert_eq!(
+            open_executable_comments("SELECT 1 /*!80000 +1 */ /*!99999 +1 */").unwrap(),
+            "SELECT 1          +1    /*!99999 +1 */"
+        );
+        // Markers inside strings and ordinary comments are text.
+        assert_eq!(
+            open_executable_comments("SELECT '/*! x */' /* /*! y */").unwrap(),
+            "SELECT '/*! x */' /* /*! y */"
+        );
+        assert_eq!(open_executable_comments("SELECT 1 /* x */"), None);
+        // The statement is what MySQL runs: the condition inside the comment applies.
+        for (sql, template) in [
+            (
+                "DELETE FROM sbtest1 WHERE id = 3 /*! AND k = 999 */",
+                "DELETE FROM sbtest1 WHERE id = 3 AND k = 999",
+            ),
+            (
+                "SELECT c FROM sbtest1 WHERE id = 3 /*! OR 1=1 */",
+                "SELECT c FROM sbtest1 WHERE id = 3 OR 1=1",
+            ),
+        ] {
             assert!(
-                !matches!(&planned, Err(PlanError::NotSupported(m)) if m.contains("tokens without")),
-                "{op}: {planned:?}"
+                matches!(plan(sql), Err(PlanError::NotSupported(_))),
+                "{sql}"
+            );
+            assert_eq!(
+                plan(sql),
+                plan(template).map_err(|_| plan(sql).unwrap_err())
             );
         }
-        // Separators end a run: a long list is not one.
-        let list = format!("SELECT c FROM t WHERE id IN (1{})", ",-1".repeat(5_000));
-        assert!(!matches!(
-            plan(&list),
-            Err(PlanError::NotSupported(m)) if m.contains("tokens without")
-        ));
+        assert_eq!(
+            kind("UPDATE sbtest1 SET k=k+1 /*!80000 WHERE id = 5 */"),
+            Kind::UpdateK
+        );
     }
 
     fn kind(sql: &str) -> Kind {
@@ -955,10 +1494,21 @@ mod tests {
             }
         );
         assert_eq!(p.args[4], Arg::Lit(Lit::Str(b"c".to_vec())));
-        assert_eq!(kind("CREATE INDEX k_1 ON sbtest1(k)"), Kind::CreateIndexK);
+        assert_eq!(
+            kind("CREATE INDEX k_1 ON sbtest1(k)"),
+            Kind::CreateIndexK { name: "K_1".into() }
+        );
         assert_eq!(kind("SELECT COUNT(*) FROM sbtest1"), Kind::Count);
-        assert_eq!(kind("BEGIN"), Kind::Begin);
-        assert_eq!(kind("START TRANSACTION"), Kind::Begin);
+        assert_eq!(kind("BEGIN"), Kind::Begin { read_only: false });
+        assert_eq!(kind("START TRANSACTION"), Kind::Begin { read_only: false });
+        assert_eq!(
+            kind("START TRANSACTION READ ONLY"),
+            Kind::Begin { read_only: true }
+        );
+        assert_eq!(
+            kind("START TRANSACTION WITH CONSISTENT SNAPSHOT"),
+            Kind::Begin { read_only: false }
+        );
         assert_eq!(kind("COMMIT"), Kind::Commit);
         assert_eq!(kind("ROLLBACK"), Kind::Rollback);
         assert_eq!(
@@ -982,7 +1532,8 @@ mod tests {
         assert_eq!(
             kind(sb),
             Kind::CreateTable {
-                if_not_exists: false
+                if_not_exists: false,
+                indexes: Vec::new(),
             }
         );
         for bad in [
@@ -1010,7 +1561,10 @@ mod tests {
             kind("SELECT DATABASE()"),
             Kind::SelectExprs(vec![("DATABASE()".into(), SelectItem::Database)])
         );
-        assert_eq!(kind("SHOW ENGINE TURNSTILE STATUS"), Kind::ShowEngineStatus);
+        assert_eq!(
+            kind("SHOW ENGINE TURNSTILE STATUS"),
+            Kind::ShowEngineStatus("turnstile".into())
+        );
         assert_eq!(
             kind("SHOW GLOBAL STATUS LIKE 'turnstile%'"),
             Kind::ShowStatus(Some("turnstile%".into()))

@@ -417,6 +417,297 @@ fn hostile_statements_are_answered_and_neither_the_connection_nor_the_server_goe
 }
 
 #[test]
+fn a_chain_of_calls_is_refused_and_the_server_keeps_serving() {
+    // `POW(1,2)+POW(1,2)+…`: each call's comma used to reset the guard, and 20,000 terms
+    // overflowed a connection thread's stack, aborting the server.
+    let (s, dir) = server("pow-chain");
+    let mut c = connect(&s);
+    let sql = format!(
+        "SELECT c FROM sbtest1 WHERE id = POW(1,2){}",
+        "+POW(1,2)".repeat(20_000)
+    );
+    assert_eq!(code(c.query_drop(&sql)), 1235);
+    let mut other = connect(&s);
+    let got: Option<String> = other
+        .query_first("SELECT c FROM sbtest1 WHERE id=1")
+        .unwrap();
+    assert_eq!(got, Some(c_of(1)), "another client is served");
+    drop((c, other));
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn an_executable_comment_is_run_as_mysql_runs_it() {
+    let (s, dir) = server("exec-comment");
+    let mut c = connect(&s);
+    // The condition inside `/*! … */` is part of the statement: this server cannot run it,
+    // so it refuses rather than deleting row 3 without it.
+    for sql in [
+        "DELETE FROM sbtest1 WHERE id = 3 /*! AND k = 999 */",
+        "UPDATE sbtest1 SET k=k+1 WHERE id = 3 /*! AND k = 999 */",
+        "SELECT c FROM sbtest1 WHERE id = 3 /*! OR 1=1 */",
+    ] {
+        assert_eq!(code(c.query_drop(sql)), 1235, "{sql}");
+    }
+    assert_eq!(direct(&s, "sbtest1", 3), Some(Row::generate(3, ROWS)));
+    // One the server can run is run whole; one for a later version is a comment.
+    c.query_drop("UPDATE sbtest1 SET k=k+1 /*!80000 WHERE id = 4 */")
+        .unwrap();
+    assert_eq!(c.affected_rows(), 1);
+    assert_eq!(
+        direct(&s, "sbtest1", 4).unwrap().k,
+        Row::generate(4, ROWS).k + 1
+    );
+    let got: Option<String> = c
+        .query_first("SELECT c FROM sbtest1 WHERE id = 5 /*!99999 OR 1=1 */")
+        .unwrap();
+    assert_eq!(got, Some(c_of(5)));
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_failed_statement_inside_a_transaction_leaves_the_transaction_open() {
+    let (s, dir) = server("stmt-rollback");
+    let mut c = connect(&s);
+    c.query_drop("BEGIN").unwrap();
+    c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (2001, 1, 'a', 'b')")
+        .unwrap();
+    assert_eq!(
+        code(c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (5, 1, 'a', 'b')")),
+        1062
+    );
+    // Several rows, the last a duplicate: the statement's first row is undone too.
+    assert_eq!(
+        code(c.query_drop(
+            "INSERT INTO sbtest1 (id, k, c, pad) VALUES (2002, 1, 'a', 'b'), (2001, 1, 'a', 'b')"
+        )),
+        1062
+    );
+    c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (2003, 1, 'a', 'b')")
+        .unwrap();
+    let inside: Vec<u32> = c
+        .query("SELECT c FROM sbtest1 WHERE id BETWEEN 2001 AND 2003")
+        .map(|v: Vec<String>| v.iter().map(|_| 1).collect())
+        .unwrap();
+    assert_eq!(inside.len(), 2, "2001 and 2003, not the undone 2002");
+    c.query_drop("ROLLBACK").unwrap();
+    for id in 2001..=2003 {
+        assert_eq!(direct(&s, "sbtest1", id), None, "row {id} rolled back");
+    }
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn literals_are_read_as_mysql_reads_them() {
+    let (s, dir) = server("literals");
+    let mut c = connect(&s);
+    for (sql, want) in [
+        ("SELECT X'414243'", "ABC"),
+        ("SELECT 0x414243", "ABC"),
+        ("SELECT N'nat'", "nat"),
+        ("SELECT b'1000001'", "A"),
+        ("SELECT 1e3", "1000"),
+        ("SELECT X'41'", "A"),
+    ] {
+        let got: Option<String> = c.query_first(sql).unwrap();
+        assert_eq!(got.as_deref(), Some(want), "{sql}");
+    }
+    // An expression is not a value this server computes: refused, not half-read.
+    assert_eq!(
+        code(c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (1e3 + 1, 1, 'x', 'y')")),
+        1235
+    );
+    c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (2001, 1e3, X'414243', N'nat')")
+        .unwrap();
+    let r = direct(&s, "sbtest1", 2001).unwrap();
+    assert_eq!((r.k, c_text(&r)), (1000, "ABC".to_string()));
+    c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (2002, 0x10, b'1000001', 'p')")
+        .unwrap();
+    let r = direct(&s, "sbtest1", 2002).unwrap();
+    assert_eq!((r.k, c_text(&r)), (16, "A".to_string()));
+    let got: Option<String> = c
+        .query_first("SELECT c FROM sbtest1 WHERE id = 5.0")
+        .unwrap();
+    assert_eq!(got, Some(c_of(5)));
+    let got: Option<String> = c
+        .query_first("SELECT c FROM sbtest1 WHERE id = 5.5")
+        .unwrap();
+    assert_eq!(got, None);
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_table_whose_defaults_the_engine_cannot_honour_is_refused() {
+    let (s, dir) = server("defaults");
+    let mut c = connect(&s);
+    let table = |k: &str, c: &str| {
+        format!(
+            "CREATE TABLE t{} (id INTEGER NOT NULL AUTO_INCREMENT, k {k}, c {c}, \
+             pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id))",
+            k.len() + c.len()
+        )
+    };
+    for sql in [
+        table("INT DEFAULT 7 NOT NULL", "CHAR(120) DEFAULT '' NOT NULL"),
+        table(
+            "INTEGER DEFAULT '0' NOT NULL",
+            "CHAR(120) DEFAULT 'dflt' NOT NULL",
+        ),
+        table("INT NULL", "CHAR(120) DEFAULT '' NOT NULL"),
+        table("INT NOT NULL", "CHAR(120) DEFAULT '' NOT NULL"),
+    ] {
+        assert_eq!(code(c.query_drop(&sql)), 1235, "{sql}");
+    }
+    c.query_drop(table(
+        "INTEGER DEFAULT '0' NOT NULL",
+        "CHAR(120) DEFAULT '' NOT NULL",
+    ))
+    .unwrap();
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn show_tables_and_databases_apply_their_like_pattern() {
+    let (s, dir) = server("show-like");
+    let mut c = connect(&s);
+    let tables: Vec<String> = c.query("SHOW TABLES LIKE 'x'").unwrap();
+    assert!(tables.is_empty());
+    let tables: Vec<String> = c.query("SHOW TABLES LIKE 'sbtest%'").unwrap();
+    assert_eq!(tables, ["sbtest1"]);
+    let dbs: Vec<String> = c.query("SHOW DATABASES LIKE 'nomatch%'").unwrap();
+    assert!(dbs.is_empty());
+    let dbs: Vec<String> = c.query("SHOW DATABASES LIKE 'sb%'").unwrap();
+    assert_eq!(dbs, ["sbtest"]);
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn k_is_a_signed_32_bit_integer() {
+    let (s, dir) = server("signed-k");
+    let mut c = connect(&s);
+    assert_eq!(
+        code(c.query_drop("UPDATE sbtest1 SET k = k + 3000000000 WHERE id = 1")),
+        1264
+    );
+    c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (2001, -5, 'a', 'b')")
+        .unwrap();
+    c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (2002, 2147483647, 'a', 'b')")
+        .unwrap();
+    assert_eq!(
+        code(
+            c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (2003, 3000000000, 'a', 'b')")
+        ),
+        1264
+    );
+    assert_eq!(
+        code(c.query_drop("UPDATE sbtest1 SET k = k + 1 WHERE id = 2002")),
+        1264
+    );
+    let sum: Option<String> = c
+        .query_first("SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN 2001 AND 2002")
+        .unwrap();
+    assert_eq!(sum.as_deref(), Some("2147483642"));
+    c.query_drop("UPDATE sbtest1 SET k = k + -10 WHERE id = 2001")
+        .unwrap();
+    let sum: Option<String> = c
+        .query_first("SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN 2001 AND 2001")
+        .unwrap();
+    assert_eq!(sum.as_deref(), Some("-15"));
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn prepared_dates_and_doubles_are_converted_as_mysql_converts_them() {
+    let (s, dir) = server("prepared-types");
+    let mut c = connect(&s);
+    let got: Option<String> = c
+        .exec_first("SELECT c FROM sbtest1 WHERE id = ?", (5.0f64,))
+        .unwrap();
+    assert_eq!(got, Some(c_of(5)));
+    let when = mysql::Value::Date(2020, 1, 2, 3, 4, 5, 0);
+    c.exec_drop("UPDATE sbtest1 SET c = ? WHERE id = ?", (when, 6))
+        .unwrap();
+    assert_eq!(
+        c_text(&direct(&s, "sbtest1", 6).unwrap()),
+        "2020-01-02 03:04:05"
+    );
+    let day = mysql::Value::Date(2020, 1, 2, 0, 0, 0, 0);
+    c.exec_drop("UPDATE sbtest1 SET c = ? WHERE id = ?", (day, 7))
+        .unwrap();
+    assert_eq!(
+        c_text(&direct(&s, "sbtest1", 7).unwrap()),
+        "2020-01-02 00:00:00"
+    );
+    let t = mysql::Value::Time(true, 1, 2, 3, 4, 5);
+    c.exec_drop("UPDATE sbtest1 SET c = ? WHERE id = ?", (t, 8))
+        .unwrap();
+    assert_eq!(
+        c_text(&direct(&s, "sbtest1", 8).unwrap()),
+        "-26:03:04.000005"
+    );
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn column_counts_insert_ids_and_defaults_answer_as_mysql() {
+    let (s, dir) = server("small-answers");
+    let mut c = connect(&s);
+    assert_eq!(
+        code(c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (2001, 1, 'a')")),
+        1136
+    );
+    c.query_drop("INSERT INTO sbtest1 (id, k, c, pad) VALUES (2001, 1, 'a', 'b')")
+        .unwrap();
+    assert_eq!(
+        c.last_insert_id(),
+        2001,
+        "the explicit AUTO_INCREMENT value"
+    );
+    c.query_drop("INSERT INTO sbtest1 (k, c, pad) VALUES (1, 'a', 'b')")
+        .unwrap();
+    assert_eq!(c.last_insert_id(), 2002, "the generated one");
+    c.query_drop("SET GLOBAL turnstile_tickets = 77").unwrap();
+    c.query_drop("SET GLOBAL turnstile_tickets = DEFAULT")
+        .unwrap();
+    let v: Option<(String, String)> = c
+        .query_first("SHOW VARIABLES LIKE 'turnstile_tickets'")
+        .unwrap();
+    assert_eq!(v.unwrap().1, "500");
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_table_without_a_database_selected_is_error_1046_as_in_mysql() {
+    let (s, dir) = server("no-db");
+    let mut c = Conn::new(opts(&s).db_name(None::<String>)).unwrap();
+    assert_eq!(code(c.query_drop("SELECT c FROM sbtest1 WHERE id=1")), 1046);
+    assert_eq!(code(c.query_drop("SHOW TABLES")), 1046);
+    c.query_drop("USE sbtest").unwrap();
+    let got: Option<String> = c.query_first("SELECT c FROM sbtest1 WHERE id=1").unwrap();
+    assert_eq!(got, Some(c_of(1)));
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn the_mysql_clients_chatter_is_answered() {
     let (s, dir) = server("chatter");
     let mut c = connect(&s);
@@ -426,11 +717,13 @@ fn the_mysql_clients_chatter_is_answered() {
     assert!(version.unwrap().contains("turnstile"));
     let db: Option<String> = c.query_first("SELECT DATABASE()").unwrap();
     assert_eq!(db.as_deref(), Some("sbtest"));
-    c.query_drop("USE turnstile").unwrap();
+    // One database: another name is unknown, as a database MySQL does not have.
+    assert_eq!(code(c.query_drop("USE turnstile")), 1049);
+    c.query_drop("USE sbtest").unwrap();
     let db: Option<String> = c.query_first("SELECT DATABASE()").unwrap();
-    assert_eq!(db.as_deref(), Some("turnstile"));
+    assert_eq!(db.as_deref(), Some("sbtest"));
     let dbs: Vec<String> = c.query("SHOW DATABASES").unwrap();
-    assert_eq!(dbs, vec!["sbtest", "turnstile"]);
+    assert_eq!(dbs, vec!["sbtest"]);
     let max: Option<u64> = c.query_first("SELECT @@max_allowed_packet").unwrap();
     assert_eq!(max, Some(turnstile_server::DEFAULT_MAX_PACKET as u64));
     for set in [
@@ -576,6 +869,9 @@ fn raw_client(s: &Server) -> TcpStream {
     write_packet(&mut t, 1, &body);
     let ok = read_packet(&mut t).unwrap();
     assert_eq!(ok[0], 0x00, "handshake OK");
+    // COM_INIT_DB: tables are found in the connection's database.
+    write_packet(&mut t, 0, b"\x02sbtest");
+    assert_eq!(read_packet(&mut t).unwrap()[0], 0x00, "database selected");
     t
 }
 
@@ -910,6 +1206,7 @@ fn many_connections(n: usize) {
                     .ip_or_hostname(Some("127.0.0.1"))
                     .tcp_port(addr.port())
                     .user(Some("root"))
+                    .db_name(Some("sbtest"))
                     .prefer_socket(false);
                 let mut conns: Vec<Conn> = (0..n / groups)
                     .map(|_| Conn::new(opts.clone()).unwrap())
