@@ -1,4 +1,4 @@
-//! The C API from C: compiles `tests/c/api_test.c` and the README's C example with the system
+//! The C API from C: compiles `tests/c/api_test.c` and docs/C_API.md's C example with the system
 //! C compiler (found by the `cc` crate, as a build script would), links each against this
 //! crate's staticlib (which `cargo test` builds beside the rlib: `crate-type` lists both), and
 //! runs it. Under AddressSanitizer, leaks included, when the compiler and the machine support
@@ -210,20 +210,20 @@ fn c_program_checks_statuses_misuse_limits_counters_and_leaks_under_threads() {
     }
 }
 
-/// The README's C example, between the markers, compiles as written and runs.
+/// docs/C_API.md's C example, between the markers, compiles as written and runs.
 #[test]
-fn readme_c_example_compiles_and_runs() {
-    let readme =
-        std::fs::read_to_string(manifest_dir().join("../../README.md")).expect("README.md");
+fn doc_c_example_compiles_and_runs() {
+    let doc =
+        std::fs::read_to_string(manifest_dir().join("../../docs/C_API.md")).expect("docs/C_API.md");
     let start =
         "<!-- c-example: compiled and run by crates/turnstile-ffi/tests/c_api.rs -->\n```c\n";
-    let begin = readme.find(start).expect("the README's C example marker") + start.len();
-    let len = readme[begin..]
+    let begin = doc.find(start).expect("docs/C_API.md's C example marker") + start.len();
+    let len = doc[begin..]
         .find("```")
-        .expect("the end of the README's C example");
-    let src = work_dir().join("readme_example.c");
-    std::fs::write(&src, &readme[begin..begin + len]).expect("write the README example");
-    if let Some(output) = build_and_run("readme_example", &[&src]) {
+        .expect("the end of docs/C_API.md's C example");
+    let src = work_dir().join("doc_example.c");
+    std::fs::write(&src, &doc[begin..begin + len]).expect("write the docs/C_API.md example");
+    if let Some(output) = build_and_run("doc_example", &[&src]) {
         assert!(output.contains("queries inside"), "{output}");
     }
 }
