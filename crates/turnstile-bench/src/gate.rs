@@ -141,12 +141,11 @@ impl GateBenchConfig {
             // Untuned: its own starting limit (the CPUs) and a quantum instead of tickets.
             return Gate::new(GateConfig::new(Policy::Auto)).expect("the defaults are valid");
         }
-        Gate::new(
-            GateConfig::new(policy)
-                .limit(limit)
-                .tickets(tickets)
-                .sleep_delay(Duration::from_micros(self.sleep_delay_us)),
-        )
+        Gate::new(GateConfig::new(policy).innodb_settings(
+            limit,
+            tickets,
+            Duration::from_micros(self.sleep_delay_us),
+        ))
         .expect("validated by the caller")
     }
 

@@ -49,7 +49,8 @@ typedef enum {
     // Unknown policy name (expected auto, classic, polling, timer, flifo or unlimited).
     TS_ERR_POLICY = -2,
     // A setting out of range (limit 0..=1000, tickets at least 1; the limits of every
-    // `ts_gate_options` field are in its documentation).
+    // `ts_gate_options` field are in its documentation), or one the policy does not read
+    // set to other than its default; `ts_config_error` names the setting.
     TS_ERR_CONFIG = -3,
     // The session's wait timeout (`ts_set_wait_timeout_us`) expired before admission.
     TS_ERR_TIMEOUT = -4,
@@ -517,6 +518,15 @@ int ts_session_cancel(ts_session *s);
 // `gate` is NULL or a live gate; `out` is NULL or points to at least `out->size` writable
 // bytes, its `size` member set by the caller.
 int ts_gate_stats(ts_gate *gate, ts_stats *out);
+
+// Writes which setting the calling thread's last `TS_ERR_CONFIG` or `TS_ERR_POLICY` refused,
+// and why, into `buf` (for example "tickets does not apply to the auto policy (it would be
+// ignored)"), like `snprintf`: at most `len - 1` bytes and a NUL, returning the text's full
+// length (0 and "" before any refusal on this thread).
+//
+// # Safety
+// `buf` is NULL only if `len` is 0, and otherwise points to `len` writable bytes.
+size_t ts_config_error(char *buf, size_t len);
 
 // A static, NUL-terminated description of a status code (never NULL; an unknown code gives
 // "unknown turnstile status"). The string must not be freed or modified.

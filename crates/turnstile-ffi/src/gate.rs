@@ -6,7 +6,7 @@ use std::ptr;
 use turnstile::{Gate, GateConfig, Policy};
 
 use crate::guard;
-use crate::status::{config_error, ts_status};
+use crate::status::{config_error, ts_status, write_text};
 
 /// An admission gate (opaque): at most `limit` threads inside the engine at once, with
 /// concurrency tickets, under one policy. Create with `ts_gate_new`, free with `ts_gate_free`.
@@ -63,6 +63,10 @@ pub unsafe extern "C" fn ts_gate_new(
             Err(e) => return (ptr::null_mut(), e),
         };
         match name.parse::<Policy>() {
+            // A policy without tickets (`auto`) takes 0 as "none given".
+            Ok(p) if tickets == 0 && !p.uses("tickets") => {
+                new_gate(GateConfig::new(p).limit(limit))
+            }
             Ok(p) => new_gate(GateConfig::new(p).limit(limit).tickets(tickets)),
             Err(e) => (ptr::null_mut(), config_error(&e)),
         }
@@ -147,14 +151,6 @@ pub unsafe extern "C" fn ts_gate_status(gate: *mut ts_gate, buf: *mut c_char, le
         // SAFETY: NULL or a live gate by contract; only shared access is taken.
         unsafe { gate.as_ref() }.map_or_else(String::new, |g| g.gate.snapshot().to_string())
     });
-    if !buf.is_null() && len > 0 {
-        let n = text.len().min(len - 1);
-        // SAFETY: `buf` points to `len` writable bytes by contract and `n + 1 <= len`; `text`
-        // is a separate Rust allocation, so the ranges do not overlap.
-        unsafe {
-            ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
-            buf.add(n).write(0);
-        }
-    }
-    text.len()
+    // SAFETY: the caller's contract is this function's.
+    unsafe { write_text(&text, buf, len) }
 }

@@ -48,7 +48,7 @@ pub use session::{
     ts_wait_begin, ts_wait_end, ts_wait_reason,
 };
 pub use stats::{ts_gate_stats, ts_stats, TS_STATS_MIN_SIZE, TS_STATS_VERSION};
-pub use status::{ts_status, ts_strerror};
+pub use status::{ts_config_error, ts_status, ts_strerror};
 
 /// Runs `f`, turning a panic into `on_panic`: the one way every entry point keeps unwinding
 /// from crossing into C.

@@ -24,7 +24,8 @@ pub enum ts_status {
     /// Unknown policy name (expected auto, classic, polling, timer, flifo or unlimited).
     TS_ERR_POLICY = -2,
     /// A setting out of range (limit 0..=1000, tickets at least 1; the limits of every
-    /// `ts_gate_options` field are in its documentation).
+    /// `ts_gate_options` field are in its documentation), or one the policy does not read
+    /// set to other than its default; `ts_config_error` names the setting.
     TS_ERR_CONFIG = -3,
     /// The session's wait timeout (`ts_set_wait_timeout_us`) expired before admission.
     TS_ERR_TIMEOUT = -4,
@@ -169,8 +170,14 @@ pub(crate) fn gate_error(e: &GateError) -> ts_status {
     }
 }
 
-/// The status for a configuration error.
+std::thread_local! {
+    /// This thread's last refused setting, in words ([`ts_config_error`]).
+    static LAST_CONFIG_ERROR: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// The status for a configuration error; its words are kept for [`ts_config_error`].
 pub(crate) fn config_error(e: &ConfigError) -> ts_status {
+    LAST_CONFIG_ERROR.with(|l| *l.borrow_mut() = e.to_string());
     match e {
         ConfigError::UnknownPolicy(_) => ts_status::TS_ERR_POLICY,
         ConfigError::OutOfRange { .. } | ConfigError::NotForPolicy { .. } => {
@@ -178,6 +185,40 @@ pub(crate) fn config_error(e: &ConfigError) -> ts_status {
         }
         _ => ts_status::TS_ERR_OTHER,
     }
+}
+
+/// Writes `text` into `buf` like `snprintf` (at most `len - 1` bytes and a NUL; nothing when
+/// `len` is 0) and returns its full length.
+///
+/// # Safety
+/// `buf` is NULL only if `len` is 0, and otherwise points to `len` writable bytes.
+pub(crate) unsafe fn write_text(text: &str, buf: *mut c_char, len: usize) -> usize {
+    if !buf.is_null() && len > 0 {
+        let n = text.len().min(len - 1);
+        // SAFETY: `buf` points to `len` writable bytes by contract and `n + 1 <= len`; `text`
+        // is a separate Rust allocation, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+            buf.add(n).write(0);
+        }
+    }
+    text.len()
+}
+
+/// Writes which setting the calling thread's last `TS_ERR_CONFIG` or `TS_ERR_POLICY` refused,
+/// and why, into `buf` (for example "tickets does not apply to the auto policy (it would be
+/// ignored)"), like `snprintf`: at most `len - 1` bytes and a NUL, returning the text's full
+/// length (0 and "" before any refusal on this thread).
+///
+/// # Safety
+/// `buf` is NULL only if `len` is 0, and otherwise points to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ts_config_error(buf: *mut c_char, len: usize) -> usize {
+    let text = guard(String::new(), || {
+        LAST_CONFIG_ERROR.with(|l| l.borrow().clone())
+    });
+    // SAFETY: the caller's contract is this function's.
+    unsafe { write_text(&text, buf, len) }
 }
 
 /// A static, NUL-terminated description of a status code (never NULL; an unknown code gives

@@ -69,6 +69,30 @@ fn zero_tickets_is_a_config_error_that_strerror_names() {
     assert!(msg.contains("tickets"), "TS_ERR_CONFIG's message: {msg:?}");
 }
 
+/// `auto` grants no tickets: 0 is "none given", and any other count is refused rather than
+/// ignored.
+#[test]
+fn auto_takes_zero_tickets_and_refuses_a_ticket_count() {
+    let mut st = 12345;
+    // SAFETY: a NUL-terminated policy name and a writable status.
+    let g = unsafe { ts_gate_new(c"auto".as_ptr(), 0, 0, &mut st) };
+    assert!(!g.is_null());
+    assert_eq!(st, ts_status::TS_OK as i32);
+    // SAFETY: a gate from ts_gate_new, freed once.
+    unsafe { ts_gate_free(g) };
+    // SAFETY: as above.
+    let g = unsafe { ts_gate_new(c"auto".as_ptr(), 0, 100, &mut st) };
+    assert!(g.is_null());
+    assert_eq!(st, ts_status::TS_ERR_CONFIG as i32);
+    let mut buf = [0 as std::ffi::c_char; 128];
+    // SAFETY: a writable buffer of its length.
+    let n = unsafe { ts_config_error(buf.as_mut_ptr(), buf.len()) };
+    // SAFETY: NUL-terminated by ts_config_error.
+    let text = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+    assert_eq!(n, text.len());
+    assert!(text.contains("tickets") && text.contains("auto"), "{text}");
+}
+
 /// `ts_gate_options`: `ts_gate_options_init` gives the policy's defaults, `ts_gate_new_with`
 /// builds exactly that gate, and a refused setting is a status with nothing built.
 #[test]

@@ -152,9 +152,9 @@ pub(crate) fn set_global(shared: &Shared, name: &str, v: &SetValue) -> Result<()
             shared
                 .gate
                 .rebuild(|old, limit| {
-                    let mut c = GateConfig::new(policy).limit(limit).tickets(old.tickets);
-                    c.sleep_delay = old.sleep_delay;
-                    c
+                    // The settings the new policy reads carry over; the others start at
+                    // their defaults (a setting a policy does not read is refused).
+                    GateConfig::new(policy).innodb_settings(limit, old.tickets, old.sleep_delay)
                 })
                 .map_err(|e| wrong_value(name, v, e))?;
         }

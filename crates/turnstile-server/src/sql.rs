@@ -556,7 +556,7 @@ fn excerpt(sql: &str) -> String {
 
 fn not_supported(what: &str, sql: &str) -> PlanError {
     PlanError::NotSupported(format!(
-        "turnstile serve does not support {what}: '{}' (see README, \"turnstile serve\")",
+        "turnstile serve does not support {what}: '{}' (see docs/SERVER.md)",
         excerpt(sql)
     ))
 }

@@ -708,6 +708,37 @@ fn a_table_without_a_database_selected_is_error_1046_as_in_mysql() {
 }
 
 #[test]
+fn a_setting_the_policy_in_force_does_not_read_is_refused_naming_it() {
+    let (s, dir) = server_with("not-for-policy", |c| c.gate = GateConfig::default());
+    let mut c = connect(&s);
+    match c.query_drop("SET GLOBAL turnstile_tickets = 100") {
+        Err(mysql::Error::MySqlError(e)) => {
+            assert_eq!(e.code, 1231);
+            assert!(
+                e.message
+                    .contains("tickets does not apply to the auto policy"),
+                "{e:?}"
+            );
+        }
+        other => panic!("expected 1231, got {other:?}"),
+    }
+    let status: Vec<(String, String, String)> = c.query("SHOW ENGINE TURNSTILE STATUS").unwrap();
+    assert!(
+        status[0].2.starts_with("GATE auto limit"),
+        "{}",
+        status[0].2
+    );
+    assert!(!status[0].2.contains("tickets"), "{}", status[0].2);
+    // A policy that reads tickets takes them.
+    c.query_drop("SET GLOBAL turnstile_policy = 'classic'")
+        .unwrap();
+    c.query_drop("SET GLOBAL turnstile_tickets = 100").unwrap();
+    drop(c);
+    s.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn the_mysql_clients_chatter_is_answered() {
     let (s, dir) = server("chatter");
     let mut c = connect(&s);

@@ -14,10 +14,7 @@ use crate::workload::{inserter, querier, CentralServer, Oltp, OltpCosts, RowSend
 const NS: f64 = 1e9;
 
 fn gate(policy: Policy, limit: u32, tickets: u32, sleep_us: u64) -> GateConfig {
-    GateConfig::new(policy)
-        .limit(limit)
-        .tickets(tickets)
-        .sleep_delay(Duration::from_micros(sleep_us))
+    GateConfig::new(policy).innodb_settings(limit, tickets, Duration::from_micros(sleep_us))
 }
 
 /// Speed of a scenario's simulation.

@@ -73,6 +73,24 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// Whether this policy's decisions read the [`GateConfig`] setting named `field` (its
+    /// setter's name). `limit` and `queue_timeout` apply to every policy; a setting a policy
+    /// does not read is refused by [`GateConfig::validate`] unless it keeps its default, so
+    /// that nothing is accepted and then ignored.
+    pub fn uses(self, field: &str) -> bool {
+        match field {
+            // `auto` grants a time quantum instead.
+            "tickets" => self != Policy::Auto,
+            // `timer` sleeps its fixed 10 ms; `auto` and `unlimited` never sleep to retry.
+            "sleep_delay" => matches!(self, Policy::Classic | Policy::Flifo | Policy::Polling),
+            "adaptive_max_sleep_delay" => self == Policy::Polling,
+            "quantum" | "age_cap" | "adaptive_limit" | "max_waiting" => self == Policy::Auto,
+            _ => true,
+        }
+    }
+}
+
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -98,7 +116,9 @@ pub const MAX_SLEEP_DELAY: Duration = Duration::from_secs(1);
 pub const MAX_ADAPTIVE_SLEEP_DELAY: Duration = Duration::from_secs(1);
 
 /// The settings of a gate. Build with [`GateConfig::new`] and the setters, then hand it to
-/// [`crate::Gate::new`], which validates it.
+/// [`crate::Gate::new`], which validates it. A setting the policy does not read
+/// ([`Policy::uses`]) must keep its default: set otherwise, it is refused
+/// ([`ConfigError::NotForPolicy`]) rather than ignored.
 ///
 /// Defaults are InnoDB's: tickets 500 (`innodb_concurrency_tickets` up to 5.5, and the seeds'
 /// setting), sleep delay 10 ms (`innodb_thread_sleep_delay` = 10000 µs), adaptive maximum 150 ms
@@ -141,8 +161,7 @@ pub struct GateConfig {
     /// `auto`: the limit adapts (`true`, the default) or stays where it is set.
     pub adaptive_limit: bool,
     /// `auto`: refuse to queue more than this many sessions ([`crate::GateError::Overloaded`]);
-    /// 0 (the default) queues without a cap. Refused by [`GateConfig::validate`] for the
-    /// other policies ([`ConfigError::NotForPolicy`]), which have no such cap.
+    /// 0 (the default) queues without a cap.
     pub max_waiting: u32,
     /// Every policy: a session not admitted within this time is refused
     /// ([`crate::GateError::Overloaded`], its reason `QueueTimeout`), whether it waited queued
@@ -247,25 +266,42 @@ impl GateConfig {
         }
     }
 
-    /// Sets the limit (0 = unlimited).
+    /// Sets the limit (0 = unlimited). Under `auto` with its adaptive limit on (the default),
+    /// this is where the limit starts and, where it is below the CPUs, its floor: the
+    /// controller moves it from there.
     pub fn limit(mut self, limit: u32) -> Self {
         self.limit = limit;
         self
     }
 
-    /// Sets the tickets granted per admission.
+    /// InnoDB's three settings, each where this policy reads it ([`Policy::uses`]): the limit,
+    /// and the tickets and sleep delay for the policies that have them. A sweep that gives
+    /// several policies one command line's settings builds each with this.
+    pub fn innodb_settings(mut self, limit: u32, tickets: u32, sleep_delay: Duration) -> Self {
+        self.limit = limit;
+        if self.policy.uses("tickets") {
+            self.tickets = tickets;
+        }
+        if self.policy.uses("sleep_delay") {
+            self.sleep_delay = sleep_delay;
+        }
+        self
+    }
+
+    /// Sets the tickets granted per admission (every policy but `auto`, which grants a time
+    /// quantum).
     pub fn tickets(mut self, tickets: u32) -> Self {
         self.tickets = tickets;
         self
     }
 
-    /// Sets the sleep delay.
+    /// Sets the sleep delay (`classic`, `flifo`, `polling`).
     pub fn sleep_delay(mut self, d: Duration) -> Self {
         self.sleep_delay = d;
         self
     }
 
-    /// Sets the adaptive maximum sleep delay (0 = not adaptive).
+    /// Sets the adaptive maximum sleep delay (0 = not adaptive; `polling`).
     pub fn adaptive_max_sleep_delay(mut self, d: Duration) -> Self {
         self.adaptive_max_sleep_delay = d;
         self
@@ -296,11 +332,25 @@ impl GateConfig {
         if let Some(t) = self.queue_timeout {
             check_duration("queue_timeout", t, Duration::from_secs(3600))?;
         }
-        if self.max_waiting != 0 && self.policy != Policy::Auto {
-            return Err(ConfigError::NotForPolicy {
-                field: "max_waiting",
-                policy: self.policy,
-            });
+        let d = GateConfig::new(self.policy);
+        for (field, set) in [
+            ("tickets", self.tickets != d.tickets),
+            ("sleep_delay", self.sleep_delay != d.sleep_delay),
+            (
+                "adaptive_max_sleep_delay",
+                self.adaptive_max_sleep_delay != d.adaptive_max_sleep_delay,
+            ),
+            ("quantum", self.quantum != d.quantum),
+            ("age_cap", self.age_cap != d.age_cap),
+            ("adaptive_limit", self.adaptive_limit != d.adaptive_limit),
+            ("max_waiting", self.max_waiting != d.max_waiting),
+        ] {
+            if set && !self.policy.uses(field) {
+                return Err(ConfigError::NotForPolicy {
+                    field,
+                    policy: self.policy,
+                });
+            }
         }
         Ok(())
     }
@@ -356,6 +406,49 @@ mod tests {
             msg.contains("\"fifo\"") && msg.contains("classic, polling"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_setting_the_policy_does_not_read_is_refused_naming_it_unless_left_at_its_default() {
+        const MS3: Duration = Duration::from_millis(3);
+        type Set = fn(GateConfig) -> GateConfig;
+        let cases: [(&str, Set); 7] = [
+            ("tickets", |c| c.tickets(100)),
+            ("sleep_delay", |c| c.sleep_delay(MS3)),
+            ("adaptive_max_sleep_delay", |c| {
+                c.adaptive_max_sleep_delay(MS3)
+            }),
+            ("quantum", |c| c.quantum(MS3)),
+            ("age_cap", |c| c.age_cap(MS3)),
+            ("adaptive_limit", |c| c.adaptive_limit(false)),
+            ("max_waiting", |c| c.max_waiting(3)),
+        ];
+        for p in Policy::ALL {
+            assert_eq!(GateConfig::new(p).validate(), Ok(()), "{p}: defaults");
+            for (field, set) in cases {
+                let r = set(GateConfig::new(p)).validate();
+                if p.uses(field) {
+                    assert_eq!(r, Ok(()), "{p}: {field}");
+                } else {
+                    assert_eq!(
+                        r,
+                        Err(ConfigError::NotForPolicy { field, policy: p }),
+                        "{p}: {field}"
+                    );
+                    let msg = r.unwrap_err().to_string();
+                    assert!(msg.contains(field) && msg.contains(p.name()), "{msg}");
+                }
+            }
+        }
+        // The ones the review found accepted and ignored.
+        assert!(GateConfig::new(Policy::Auto)
+            .tickets(100)
+            .validate()
+            .is_err());
+        assert!(GateConfig::new(Policy::Classic)
+            .quantum(MS3)
+            .validate()
+            .is_err());
     }
 
     #[test]

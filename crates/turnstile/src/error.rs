@@ -80,7 +80,7 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::NotForPolicy { field, policy } => write!(
                 f,
-                "{field} applies to the auto policy only, not to {}",
+                "{field} does not apply to the {} policy (it would be ignored)",
                 policy.name()
             ),
         }

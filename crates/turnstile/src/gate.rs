@@ -184,6 +184,8 @@ impl GateInner {
             lock_waiting,
             lock_waits,
             sleep_delay: g.sleep_delay,
+            quantum: c.quantum,
+            adaptive_limit: c.adaptive_limit,
             auto: g.auto,
             counters: Counters {
                 // Counted where slots are handed over, not per session (a raise or a stall

@@ -272,6 +272,14 @@ pub struct GateStats {
         serde(rename = "sleep_delay_ns", serialize_with = "crate::serde_impl::ns")
     )]
     pub sleep_delay: Duration,
+    /// `auto`: how long an admission keeps its slot between calls (its tickets' stand-in).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "quantum_ns", serialize_with = "crate::serde_impl::ns")
+    )]
+    pub quantum: Duration,
+    /// `auto`: whether its limit adapts.
+    pub adaptive_limit: bool,
     /// `auto`: the limit controller's decisions, extra admissions, and the queue's mode
     /// (`None` for the other policies).
     pub auto: Option<crate::policy::auto::AutoGauges>,
@@ -349,14 +357,32 @@ impl fmt::Display for GateSnapshot {
         } else {
             self.limit.to_string()
         };
-        writeln!(
-            f,
-            "GATE {} limit {}, tickets {}, sleep delay {} us",
-            self.policy,
-            limit,
-            self.tickets,
-            self.sleep_delay.as_micros()
-        )?;
+        // Each policy's line shows the settings it reads ([`Policy::uses`]).
+        match self.policy {
+            Policy::Auto => writeln!(
+                f,
+                "GATE auto limit {limit} ({}), quantum {} us",
+                if self.adaptive_limit {
+                    "adaptive"
+                } else {
+                    "fixed"
+                },
+                self.quantum.as_micros()
+            )?,
+            Policy::Timer | Policy::Unlimited => writeln!(
+                f,
+                "GATE {} limit {limit}, tickets {}",
+                self.policy, self.tickets
+            )?,
+            _ => writeln!(
+                f,
+                "GATE {} limit {}, tickets {}, sleep delay {} us",
+                self.policy,
+                limit,
+                self.tickets,
+                self.sleep_delay.as_micros()
+            )?,
+        }
         write!(
             f,
             "{} queries inside, {} queries in queue, {} sleeping",
@@ -413,8 +439,13 @@ impl fmt::Display for GateSnapshot {
         let c = &self.counters;
         writeln!(
             f,
-            "admissions {}, ticket re-entries {}, sleeps {}, yields {}, queue waits {}, hand-offs {}, lifo {}, forced {}, unchecked {}, step-outs {}, cancelled {}, timed out {}",
+            "admissions {}, {} re-entries {}, sleeps {}, yields {}, queue waits {}, hand-offs {}, lifo {}, forced {}, unchecked {}, step-outs {}, cancelled {}, timed out {}",
             c.admissions,
+            if self.policy == Policy::Auto {
+                "quantum"
+            } else {
+                "ticket"
+            },
             c.ticket_reentries,
             c.sleeps,
             c.yields,
@@ -492,6 +523,30 @@ mod tests {
         assert!(!text.contains("4294967295"), "{text}");
         s.exit().unwrap();
         s.end_statement();
+    }
+
+    #[test]
+    fn each_policys_status_line_shows_the_settings_it_reads() {
+        let line = |c: crate::GateConfig| {
+            let gate = crate::Gate::new(c).unwrap();
+            let text = gate.snapshot().to_string();
+            text.lines().next().unwrap().to_string()
+        };
+        let auto = line(crate::GateConfig::default().limit(4));
+        assert_eq!(auto, "GATE auto limit 4 (adaptive), quantum 10000 us");
+        let classic = line(crate::GateConfig::new(Policy::Classic));
+        assert_eq!(
+            classic,
+            "GATE classic limit 8, tickets 500, sleep delay 10000 us"
+        );
+        let timer = line(crate::GateConfig::new(Policy::Timer));
+        assert_eq!(timer, "GATE timer limit 8, tickets 500");
+        let gate = crate::Gate::new(crate::GateConfig::default()).unwrap();
+        let text = gate.snapshot().to_string();
+        assert!(
+            text.contains("quantum re-entries 0") && !text.contains("ticket"),
+            "{text}"
+        );
     }
 
     #[test]

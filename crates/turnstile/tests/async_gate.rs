@@ -15,13 +15,7 @@ mod manual_waker;
 use manual_waker::Task;
 
 fn queue_gate(policy: Policy, limit: u32, tickets: u32) -> Gate {
-    Gate::new(
-        GateConfig::new(policy)
-            .limit(limit)
-            .tickets(tickets)
-            .sleep_delay(Duration::ZERO),
-    )
-    .unwrap()
+    Gate::new(GateConfig::new(policy).innodb_settings(limit, tickets, Duration::ZERO)).unwrap()
 }
 
 /// A timer that never fires: only a raise of the limit or a drop ends its sleep.

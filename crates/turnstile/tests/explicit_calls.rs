@@ -8,13 +8,8 @@ use std::time::Duration;
 use turnstile::{Gate, GateConfig, GateError, Misuse, Policy, SessionState, StepOutReason};
 
 fn gate(policy: Policy, limit: u32, tickets: u32) -> Gate {
-    Gate::new(
-        GateConfig::new(policy)
-            .limit(limit)
-            .tickets(tickets)
-            .sleep_delay(Duration::from_millis(1)),
-    )
-    .unwrap()
+    Gate::new(GateConfig::new(policy).innodb_settings(limit, tickets, Duration::from_millis(1)))
+        .unwrap()
 }
 
 #[test]

@@ -21,13 +21,7 @@ fn ticket_policies() -> impl Iterator<Item = Policy> {
 }
 
 fn gate(policy: Policy, limit: u32, tickets: u32, sleep: Duration) -> Gate {
-    Gate::new(
-        GateConfig::new(policy)
-            .limit(limit)
-            .tickets(tickets)
-            .sleep_delay(sleep),
-    )
-    .unwrap()
+    Gate::new(GateConfig::new(policy).innodb_settings(limit, tickets, sleep)).unwrap()
 }
 
 #[test]

@@ -32,7 +32,7 @@ fn hammer<R: RawMutex + Send + Sync + 'static>(name: &str, threads: usize, round
                 g.lock.lock();
                 // SAFETY: the lock is held.
                 unsafe { *g.count.get() += 1 };
-                if (i + t as u64) % 64 == 0 {
+                if (i + t as u64).is_multiple_of(64) {
                     thread::yield_now(); // get preempted while holding, sometimes
                 }
                 // SAFETY: this thread holds the lock.

@@ -79,12 +79,11 @@ fn run_auto(r: Run, adaptive: bool) -> Outcome {
 }
 
 fn run_with(r: Run, tune: impl FnOnce(GateConfig) -> GateConfig) -> Outcome {
-    let gate = Gate::new(tune(
-        GateConfig::new(r.policy)
-            .limit(r.limit)
-            .tickets(r.tickets)
-            .sleep_delay(Duration::from_micros(200)),
-    ))
+    let gate = Gate::new(tune(GateConfig::new(r.policy).innodb_settings(
+        r.limit,
+        r.tickets,
+        Duration::from_micros(200),
+    )))
     .unwrap();
     let occ = Arc::new(Occupancy::default());
     let stop = Arc::new(AtomicBool::new(false));

@@ -118,11 +118,11 @@ impl MixedSetting {
     }
 
     fn gate(&self, limit: u32) -> Result<Gate, ReproError> {
-        Ok(Gate::new(
-            GateConfig::new(self.policy)
-                .limit(limit)
-                .tickets(self.tickets),
-        )?)
+        Ok(Gate::new(GateConfig::new(self.policy).innodb_settings(
+            limit,
+            self.tickets,
+            GateConfig::new(self.policy).sleep_delay,
+        ))?)
     }
 }
 

@@ -194,11 +194,16 @@ impl GateSetting {
 
     /// The gate configuration of this setting.
     pub fn config(&self) -> GateConfig {
-        GateConfig::new(self.policy)
-            .limit(self.limit)
-            .tickets(self.tickets)
-            .sleep_delay(Duration::from_micros(self.sleep_delay_us))
-            .adaptive_limit(!self.fixed_limit)
+        let c = GateConfig::new(self.policy).innodb_settings(
+            self.limit,
+            self.tickets,
+            Duration::from_micros(self.sleep_delay_us),
+        );
+        if self.fixed_limit {
+            c.adaptive_limit(false)
+        } else {
+            c
+        }
     }
 }
 

@@ -271,7 +271,7 @@ impl Table {
         let more = b.queue.iter().skip(i).any(|x| x.key == key);
         let now = Instant::now();
         let be_fair = now.saturating_duration_since(w.since) >= self.starve_after
-            && b.next_fair.map_or(true, |t| now >= t);
+            && b.next_fair.is_none_or(|t| now >= t);
         let token = decide(Unparked {
             unparked: true,
             more,

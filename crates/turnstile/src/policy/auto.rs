@@ -1338,7 +1338,7 @@ impl<W: Clone> AutoCore<W> {
     }
 
     fn may_watch(&self, w: &W) -> bool {
-        self.may_watch.map_or(true, |f| f(w))
+        self.may_watch.is_none_or(|f| f(w))
     }
 
     /// Whether wait `id` keeps the stall watch: the one waiter that wakes every
