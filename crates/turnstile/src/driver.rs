@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::config::GateConfig;
 use crate::cpu_share::CpuShare;
 use crate::monitor::{SessionState, StepOutReason};
-use crate::policy::auto::{AutoCore, AutoGauges, Releases};
+use crate::policy::auto::{AutoCore, AutoStats, Releases};
 use crate::policy::polling::PollingCore;
 use crate::policy::queue::{QueueCore, Release};
 use crate::policy::timer::{TimerCore, TIMER_SLEEP};
@@ -65,7 +65,7 @@ pub(crate) struct CoreGauges {
     pub(crate) sleeping: u32,
     pub(crate) sleep_delay: Duration,
     /// `auto`'s own counts and decisions.
-    pub(crate) auto: Option<AutoGauges>,
+    pub(crate) auto: Option<AutoStats>,
 }
 
 impl Driver {

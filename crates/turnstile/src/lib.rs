@@ -114,6 +114,6 @@ pub use monitor::{
     Counters, GateSnapshot, GateStats, SessionSnapshot, SessionState, StepOutReason,
 };
 pub use mutex::{Condvar, Mutex, MutexGuard, WaitTimeoutResult};
-pub use policy::auto::AutoGauges as AutoStats;
+pub use policy::auto::AutoStats;
 pub use policy::auto::LimitReasons;
 pub use session::{Call, Canceler, Session, Statement};

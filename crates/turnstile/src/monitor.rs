@@ -282,7 +282,7 @@ pub struct GateStats {
     pub adaptive_limit: bool,
     /// `auto`: the limit controller's decisions, extra admissions, and the queue's mode
     /// (`None` for the other policies).
-    pub auto: Option<crate::policy::auto::AutoGauges>,
+    pub auto: Option<crate::policy::auto::AutoStats>,
     /// Event counts over the gate's life.
     pub counters: Counters,
     /// Time from asking to enter to admission, per admission; admissions that did not wait
@@ -559,7 +559,7 @@ mod tests {
             crate::policy::auto::CONTROL_WINDOW.as_nanos() as u64
         );
         assert!(!snap.to_string().contains("controller window"));
-        snap.stats.auto = Some(crate::policy::auto::AutoGauges {
+        snap.stats.auto = Some(crate::policy::auto::AutoStats {
             control_window_ns: 100_000_000,
             ..plain
         });

@@ -1,7 +1,6 @@
 //! The async session's future logic, driven by hand with a counting waker (no runtime): the
 //! ticket fast path, the hand-off to a waker, cancellation in every waiting place, the sleeper
 //! and the refusal without one.
-#![cfg(feature = "async")]
 
 use std::task::Poll;
 use std::time::Duration;

@@ -8,7 +8,9 @@ use std::thread;
 use std::time::Duration;
 
 use lock_api::RawMutex;
-use turnstile::mutex::{InnodbMutex, RawTurnstileMutex, SpinGlobalMutex, SpinPerMutex};
+use turnstile::mutex::RawTurnstileMutex;
+#[cfg(feature = "historical")]
+use turnstile::mutex::{InnodbMutex, SpinGlobalMutex, SpinPerMutex};
 
 /// A counter protected only by the lock under test.
 struct Guarded<R: RawMutex> {
@@ -58,11 +60,13 @@ fn turnstile_lock_excludes_and_loses_no_wake_up() {
 }
 
 #[test]
+#[cfg(feature = "historical")]
 fn innodb_mutex_excludes_and_loses_no_wake_up() {
     hammer::<InnodbMutex>("innodb", 8, 5_000);
 }
 
 #[test]
+#[cfg(feature = "historical")]
 fn spin_limited_mutexes_exclude_and_lose_no_wake_up() {
     hammer::<SpinGlobalMutex>("spin-global", 16, 20_000);
     hammer::<SpinPerMutex>("spin-per-mutex", 16, 20_000);

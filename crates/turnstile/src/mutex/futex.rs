@@ -36,14 +36,16 @@ impl FutexWord {
         self.0.store(v, STORE)
     }
 
-    /// Compare-and-swap, acquire-release on success.
+    /// Compare-and-swap, acquire-release on success (the historical locks' word).
+    #[cfg(feature = "historical")]
     #[inline]
     pub(crate) fn cas(&self, current: u32, new: u32) -> Result<u32, u32> {
         self.0
             .compare_exchange(current, new, Ordering::AcqRel, Ordering::Relaxed)
     }
 
-    /// Swaps in `new`, returning the old value (acquire-release).
+    /// Swaps in `new`, returning the old value (acquire-release; the historical locks' word).
+    #[cfg(feature = "historical")]
     #[inline]
     pub(crate) fn swap(&self, new: u32) -> u32 {
         self.0.swap(new, Ordering::AcqRel)

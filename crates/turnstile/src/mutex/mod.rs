@@ -1,6 +1,6 @@
-//! The mutex family: the turnstile lock, InnoDB 5.6's mutex reproduced, and innotsim's
-//! spin-limited variants, all as `lock_api::RawMutex` implementations so that one benchmark
-//! drives them alike (the rivals — `std`, `parking_lot`, pthread — are wrapped in the bench
+//! The mutex family: the turnstile lock and, with the `historical` feature, InnoDB 5.6's mutex
+//! reproduced and innotsim's spin-limited variants (the benchmark's rivals, not locks to
+//! deploy), all as `lock_api::RawMutex` implementations so that one benchmark drives them alike (the rivals — `std`, `parking_lot`, pthread — are wrapped in the bench
 //! crate, which depends on them; this crate does not).
 //!
 //! | type | what |
@@ -8,8 +8,8 @@
 //! | [`Mutex`] / [`RawTurnstileMutex`] | ours: 4 bytes, waiters parked off the lock word, wake one, the woken one claims the next release, bounded spin, starvation hand-off, timed lock |
 //! | [`Condvar`] | a condition variable for [`Mutex`]: one word, waiters parked in the lock's table, no lost notify |
 //! | [`Instrumented`] | the same lock with counters, wait histogram, holder, waiter registry, watchdog |
-//! | [`InnodbMutex`] | InnoDB 5.6: test-and-set, random-delay spin, sync array, broadcast on unlock |
-//! | [`SpinGlobalMutex`], [`SpinPerMutex`] | busy-wait then block, with a global / per-mutex cap on spinners |
+//! | `InnodbMutex` (`historical`) | InnoDB 5.6: test-and-set, random-delay spin, sync array, broadcast on unlock |
+//! | `SpinGlobalMutex`, `SpinPerMutex` (`historical`) | busy-wait then block, with a global / per-mutex cap on spinners |
 //!
 //! ```
 //! use std::time::Duration;
@@ -35,13 +35,16 @@
 
 mod condvar;
 mod futex;
+#[cfg(feature = "historical")]
 pub mod innodb;
 mod instrument;
 mod park;
 mod raw;
+#[cfg(feature = "historical")]
 pub mod spin;
 
 pub use condvar::{Condvar, WaitTimeoutResult};
+#[cfg(feature = "historical")]
 pub use innodb::InnodbMutex;
 pub use instrument::{
     current_waiters, thread_number, Instrumented, InstrumentedGuard, LockCounters,
@@ -50,6 +53,7 @@ pub use instrument::{
 // The lock's tuning constants (spin limits, starvation threshold) stay crate-private: they
 // are measurements, not promises (docs/BENCHMARKS.md, "The turnstile lock: design history").
 pub use raw::{LockStats, NoStats, RawTurnstileMutex};
+#[cfg(feature = "historical")]
 pub use spin::{SpinGlobalMutex, SpinPerMutex};
 
 /// A mutex on the turnstile lock: `turnstile::Mutex::new(value).lock()`.

@@ -418,6 +418,7 @@ pub const FRUITLESS_BACKOFF_MAX: Duration = Duration::from_secs(8);
 /// An operator who sees the limit climb reads here which signal drove it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct LimitReasons {
     /// Windows with threads queued (a decision was made, whatever it was).
     pub windows: u64,
@@ -1129,7 +1130,8 @@ struct Queue<W> {
 /// The core's counts and decisions, for stats and snapshots ([`crate::GateStats::auto`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub struct AutoGauges {
+#[non_exhaustive]
+pub struct AutoStats {
     /// The limit now.
     pub limit: u32,
     /// Counted inside.
@@ -2000,9 +2002,9 @@ impl<W: Clone> AutoCore<W> {
     }
 
     /// Counts and decisions.
-    pub fn gauges(&self) -> AutoGauges {
+    pub fn gauges(&self) -> AutoStats {
         let q = lock(&self.q);
-        AutoGauges {
+        AutoStats {
             // `inside` first (a struct literal evaluates in the order written): a limit raised
             // between the two loads cannot show more inside than the limit ever allowed.
             inside: self.slots.inside(),

@@ -1,7 +1,6 @@
-//! Review probes for the async gate: every way out of a pending enter leaves the core's counts
+//! The async gate's pending enters: every way out of a pending enter leaves the core's counts
 //! and the gate's gauges exact; a raise made at the worst moments still wakes a sleeper; a
 //! hand-off wakes the waker of the latest poll. Manual wakers, no runtime, no timing.
-#![cfg(feature = "async")]
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,4 +1,6 @@
-//! The holes the library review found (issue 11), each as the behaviour that closes it.
+//! Edges of the gate's bookkeeping: step-outs that panic, time out or are dropped, counters
+//! and gauges while sessions come and go, limits changed under running threads, and calls
+//! forgotten or nested.
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, Ordering};
