@@ -65,9 +65,8 @@ where
 
 /// Plans of text statements kept per connection, by template (literals made parameters): a
 /// sysbench run in text mode uses about a dozen; 256 leaves room for other clients' statements,
-/// and the cache is emptied when full. Measured on the 2-core VM: planning a point select
-/// costs 13.7 µs and an oltp_insert INSERT 21.0 µs; the scan and lookup of a hit 0.27 µs and
-/// 0.79 µs.
+/// and the cache is emptied when full. A hit costs a few percent of a plan (the scan and one
+/// lookup against parsing; docs/BENCHMARKS.md has the figures).
 const TEXT_CACHE: usize = 256;
 
 /// The longest statement text the plan cache keeps (bytes): sysbench's statements are under

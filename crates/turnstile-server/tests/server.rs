@@ -1270,8 +1270,8 @@ fn many_connections(n: usize) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// The 2,000 connections at once: about 4,000 threads in this process (the clients'
-/// and the server's) and 4,000 sockets; about 10 s on the 2-core VM.
+/// 2,000 connections at once: about 4,000 threads in this process (the clients' and the
+/// server's) and 4,000 sockets; the slowest test of the file.
 #[test]
 fn two_thousand_connections_at_once_are_all_served() {
     many_connections(2000);

@@ -1,7 +1,7 @@
 //! Clocks. State timestamps ("in this state for 2.1 s") are taken on fast paths, so they use
-//! the kernel's coarse monotonic clock: a vDSO read of the last tick, a few ns instead of the
-//! ~18 ns a precise `Instant::now()` plus subtraction cost on the development machine (measured
-//! with `turnstile bench gate`: uncontended admission 42 ns → 24 ns for `polling` without it).
+//! the kernel's coarse monotonic clock: a vDSO read of the last tick, a few ns instead of a
+//! precise `Instant::now()` plus subtraction (`bench gate` measures the difference on an
+//! uncontended admission; docs/BENCHMARKS.md has it).
 //! Its resolution is one scheduler tick (1–4 ms), ample for monitoring; InnoDB itself reports
 //! transaction age in whole seconds. Waits and wake-up latencies use `Instant` (slow paths).
 

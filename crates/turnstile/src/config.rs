@@ -252,9 +252,9 @@ impl GateConfig {
             start_limit: self.limit,
             cpus,
             // Never below the CPUs (unless the limit was set lower): fewer slots than CPUs
-            // leave a core idle whenever every thread is queued, and a cut to there happened
-            // on `repro oltp` from late grants that were the CPUs' own noise (this VM's
-            // idle-vCPU wake-up varies 25–45 µs and spikes to milliseconds).
+            // leave a core idle whenever every thread is queued, and late grants can be the
+            // CPUs' own wake-up noise (an idle virtual CPU's wake-up spikes to milliseconds)
+            // rather than too many slots.
             min_limit: cpus.min(self.limit.max(1)),
             max_limit: MAX_LIMIT,
             quantum: self.quantum,

@@ -25,11 +25,9 @@ use crate::histogram::{Histogram, HistogramSnapshot};
 /// Slow-path counters of a turnstile lock (shared atomics, touched only when a thread spins,
 /// parks or is woken). They sit on a cache line of their own (the alignment), so that a
 /// waiter counting its spins does not take the lock word's line away from the holder; the
-/// price is that the data of a counted `Mutex<T>` starts on the line after. On the 2-core
-/// development machine neither layout measured better than the other: `bench mutex`, hold 0
-/// and 1000 ns, 1 and 4 mutexes, 2/16/128 threads, two runs each of this layout and of one
-/// with the counters on the line before the word and the data right after the word, gave
-/// ratios to parking_lot of 0.82–1.14 and 0.88–1.13 respectively — the noise.
+/// price is that the data of a counted `Mutex<T>` starts on the line after. `bench mutex`
+/// measured no difference between this layout and the counters before the word
+/// (docs/BENCHMARKS.md), so the one that cannot slow the holder was kept.
 #[derive(Debug, Default)]
 #[repr(align(64))]
 pub struct LockCounters {

@@ -67,11 +67,10 @@ pub(crate) const SPIN_LIMIT: Duration = Duration::from_micros(20);
 /// versions, for which 2, 4 and 10 µs measured alike (docs/BENCHMARKS.md, design history).
 pub(crate) const LONG_SPIN_LIMIT: Duration = Duration::from_micros(4);
 
-/// An arriving spinner's back-off cap: up to 2^6 PAUSEs (~1.7 µs at 26 ns each on the
-/// development EPYC) between polls before it turns to yields, so that while a critical section
-/// of a microsecond runs the spinner does not pull the lock's line from its holder at every
-/// poll (measured with the budget above: 1.14–1.24× at 2 threads, hold 1 µs, against
-/// 1.17–1.30× with 2^3).
+/// An arriving spinner's back-off cap: up to 2^6 PAUSEs (a microsecond or two, at tens of ns
+/// each) between polls before it turns to yields, so that while a critical section of a
+/// microsecond runs the spinner does not pull the lock's line from its holder at every poll
+/// (2^6 and 2^3 measured alike within the noise; docs/BENCHMARKS.md, design history).
 const ARRIVAL_MAX_PAUSES_LOG2: u32 = 6;
 
 /// How long a woken thread polls, with its claim on the next release, before parking again: a
