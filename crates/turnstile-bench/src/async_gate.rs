@@ -23,7 +23,7 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use turnstile::{Gate, GateConfig, Policy};
 
-use crate::gate::GateBenchConfig;
+use crate::gate_config::GateBenchConfig;
 use crate::stats::median;
 use crate::work;
 

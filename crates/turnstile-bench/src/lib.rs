@@ -3,6 +3,7 @@
 //!
 //! * [`gate`] — `turnstile bench gate`: fast-path costs and a synthetic closed-loop load for
 //!   every gate policy and the [`baseline::MutexCondvarSemaphore`] baseline.
+//! * [`gate_config`] — `bench gate`'s settings, shared by [`gate`] and [`async_gate`].
 //! * [`async_gate`] — the async line of `bench gate`: the async session beside
 //!   `tokio::sync::Semaphore`.
 //! * [`live`] — the gates running now, for exporting metrics during long runs.
@@ -15,6 +16,7 @@ pub mod baseline;
 pub mod chart;
 pub mod competing;
 pub mod gate;
+pub mod gate_config;
 pub mod live;
 #[cfg(target_os = "linux")]
 pub mod machine;

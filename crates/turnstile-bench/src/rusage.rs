@@ -55,24 +55,6 @@ impl Usage {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn usage_grows_with_work_and_sleeping_switches_context() {
-        let a = Usage::now();
-        let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
-        }
-        std::thread::sleep(Duration::from_millis(2));
-        let d = Usage::now().since(&a);
-        assert!(d.user + d.sys > Duration::ZERO);
-        assert!(d.voluntary_cs >= 1, "a sleep blocks: {d:?}");
-    }
-}
-
 /// The calling thread's time so far: on a CPU, and runnable but waiting for one.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ThreadTimes {
@@ -114,5 +96,23 @@ impl ThreadTimes {
                 _ => None,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_grows_with_work_and_sleeping_switches_context() {
+        let a = Usage::now();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+        let d = Usage::now().since(&a);
+        assert!(d.user + d.sys > Duration::ZERO);
+        assert!(d.voluntary_cs >= 1, "a sleep blocks: {d:?}");
     }
 }

@@ -2,6 +2,10 @@
 //!
 //! * [`tickets`] — seed 000: two full scans through a gate of limit 1, tickets 500 and 10M.
 //! * [`oltp`] — seed 001: sysbench's read-only transaction, TPS against client threads.
+//! * [`sysbench`] — seed 001 driven by real sysbench through the server.
+//! * [`sweep`] — the read-only sweep's settings, configuration and result row, shared by
+//!   [`oltp`] and [`sysbench`].
+//! * [`census`] — where the threads are during a window, sampled beside the clients.
 //! * [`pileup`] — seed 004: insert+query sessions per table, slot held or released across the
 //!   commit-mutex wait.
 //! * [`mixed`] — seed 000 extended: two full scans beside point-select sessions through one
@@ -15,9 +19,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+pub mod census;
 pub mod mixed;
 pub mod oltp;
 pub mod pileup;
+pub mod sweep;
 pub mod sysbench;
 pub mod tickets;
 

@@ -318,14 +318,14 @@ pub struct SysbenchSweep {
 /// Runs `sysbench oltp_read_only` against the server on 127.0.0.1:`port` for every setting
 /// and thread count of `cfg`, comparing each curve's shape (TPS ÷ its own peak) with the
 /// built-in client's `builtin` runs at the same points. The server serves the table
-/// [`super::oltp::TABLE`] with `cfg.rows` rows; `reconfigure` puts a setting in force on it
+/// [`super::sweep::TABLE`] with `cfg.rows` rows; `reconfigure` puts a setting in force on it
 /// before its points run and returns the gate it now uses (whose counters give admissions per
 /// transaction).
 pub fn sweep(
-    cfg: &super::oltp::OltpConfig,
-    builtin: &[super::oltp::OltpRun],
+    cfg: &super::sweep::OltpConfig,
+    builtin: &[super::sweep::OltpRun],
     port: u16,
-    reconfigure: &mut dyn FnMut(&super::oltp::GateSetting) -> Result<turnstile::Gate, ReproError>,
+    reconfigure: &mut dyn FnMut(&super::sweep::GateSetting) -> Result<turnstile::Gate, ReproError>,
     progress: &mut dyn super::Progress,
 ) -> Result<SysbenchSweep, ReproError> {
     let (bin, version) = find()?;
@@ -389,7 +389,7 @@ pub fn sweep(
 
 /// Fills each run's share of its setting's peak, the built-in client's share at the same
 /// point, and their difference; returns the largest difference (0 when nothing compares).
-fn compare_shapes(runs: &mut [SysbenchRun], builtin: &[super::oltp::OltpRun]) -> f64 {
+fn compare_shapes(runs: &mut [SysbenchRun], builtin: &[super::sweep::OltpRun]) -> f64 {
     let mut worst = 0.0f64;
     let policies: Vec<String> = {
         let mut v: Vec<String> = runs.iter().map(|r| r.policy.clone()).collect();
@@ -589,7 +589,7 @@ Threads fairness:
             ("classic", 4, 2000.0),
             ("flifo", 4, 1000.0),
         ] {
-            builtin.push(crate::repro::oltp::OltpRun {
+            builtin.push(crate::repro::sweep::OltpRun {
                 policy: p.into(),
                 threads: t,
                 tps,
