@@ -19,17 +19,23 @@ use std::time::Duration;
 
 use turnstile::{Gate, GateConfig, GateError, Policy};
 
+/// `policy` with `limit`, one ticket and sleep delay `sleep` where it has them, no adaptive
+/// sleep delay, and a fixed limit: each set only where the policy reads it (a setting it does
+/// not read is refused).
+fn config(policy: Policy, limit: u32, sleep: Duration) -> GateConfig {
+    let mut c = GateConfig::new(policy).innodb_settings(limit, 1, sleep);
+    if policy.uses("adaptive_max_sleep_delay") {
+        c = c.adaptive_max_sleep_delay(Duration::ZERO);
+    }
+    if policy.uses("adaptive_limit") {
+        // `auto`: the controller reads no clock under loom; keep the limit fixed.
+        c = c.adaptive_limit(false);
+    }
+    c
+}
+
 fn gate(policy: Policy, limit: u32) -> Gate {
-    Gate::new(
-        GateConfig::new(policy)
-            .limit(limit)
-            .tickets(1)
-            .sleep_delay(Duration::ZERO)
-            .adaptive_max_sleep_delay(Duration::ZERO)
-            // `auto`: the controller reads no clock under loom; keep the limit fixed.
-            .adaptive_limit(false),
-    )
-    .unwrap()
+    Gate::new(config(policy, limit, Duration::ZERO)).unwrap()
 }
 
 /// `threads` threads each make one admission through a gate of limit 1. Checks: never more
@@ -194,14 +200,7 @@ fn a_cancel_racing_a_hand_off_leaves_nothing_counted() {
 /// after, a raise between the decision and the read was lost.)
 fn raise_wakes_a_sleeper(policy: Policy) {
     loom::model(move || {
-        let g = Gate::new(
-            GateConfig::new(policy)
-                .limit(1)
-                .tickets(1)
-                .sleep_delay(Duration::from_millis(10))
-                .adaptive_max_sleep_delay(Duration::ZERO),
-        )
-        .unwrap();
+        let g = Gate::new(config(policy, 1, Duration::from_millis(10))).unwrap();
         let mut holder = g.session();
         let mut stmt = holder.begin();
         let call = stmt.enter().unwrap();
