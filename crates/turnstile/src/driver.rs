@@ -183,11 +183,7 @@ impl Driver {
                         sh.set_state(SessionState::Outside);
                         match step {
                             Step::Admitted(a) => self.exit(a.hold),
-                            Step::Wait(id) => {
-                                if let Some(a) = self.cancel_wait(id) {
-                                    self.exit(a.hold);
-                                }
-                            }
+                            Step::Wait(id) => self.withdraw(id),
                             _ => {}
                         }
                     },
@@ -229,8 +225,12 @@ impl Driver {
         }
     }
 
-    /// `auto`'s stall check, run by a waiter that woke after a stall period.
-    pub(crate) fn stall_check(&self) {
+    /// `auto`'s stall check, run by the waiter that keeps the stall watch (`sh`, queued as
+    /// `keeper`) when it woke after a stall period. If a delivery panics (a foreign waker),
+    /// the panic unwinds out of the keeper's wait: that wait is withdrawn first, as every
+    /// path that delivers for a thread still queued or admitted undoes (`deliver_then`), or
+    /// it would stay queued (keeping the watch) or be released and counted for nobody.
+    pub(crate) fn stall_check(&self, sh: &SessionShared, keeper: WaitId) {
         if let Cores::Auto(c) = &self.core {
             let now = self.precise_ns();
             // One reading, before the queue lock, for both the estimate and the decision
@@ -244,7 +244,24 @@ impl Driver {
                 c.note_cpus_available(sh.sample(now, cpu));
             }
             let out = c.stall_check(now, || cpu);
-            self.deliver_all(out);
+            deliver_then(
+                out,
+                |r| self.deliver(r),
+                keeper,
+                |id| {
+                    sh.set_state(SessionState::Outside);
+                    self.withdraw(id);
+                },
+            );
+        }
+    }
+
+    /// Withdraws queued wait `id` for a thread that will not finish it (a delivery's panic
+    /// unwinds through it): cancelled, or, if a hand-off released it meanwhile, its slot
+    /// given back (and handed on).
+    fn withdraw(&self, id: WaitId) {
+        if let Some(a) = self.cancel_wait(id) {
+            self.exit(a.hold);
         }
     }
 

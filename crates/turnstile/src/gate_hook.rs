@@ -4,26 +4,41 @@
 //! the MariaDB thread pool's `wait_begin`/`wait_end`, made by the lock instead of the server
 //! (seed 004's pileup: a session holding its slot while it waits for the commit mutex).
 //!
-//! How it finds the session: an `auto` admission records, in a thread-local, the session it
-//! admitted on this thread (once per session and thread: a pointer comparison otherwise) and
-//! marks the session's record `SLOT` with this thread as its owner. The lock calls [`lend`]
-//! when it is about to park and [`reclaim`] once it has the lock (or gave up); a condition
-//! variable calls them around its wait. The locks know nothing of gates: these two functions
-//! are their only link, and they do nothing for a thread with no `auto` session inside.
+//! How it finds the session: each call of an `auto` session that holds a slot (its
+//! admission, or a re-entry on the slot it kept) records the session in a thread-local (once
+//! per session and thread: a pointer comparison otherwise) and marks the session's record
+//! `SLOT` with this thread's token; the call's exit takes the token off again when the
+//! session keeps its slot between calls. The lock calls [`lend`] when it is about to park and
+//! [`reclaim`] once it has the lock (or gave up); a condition variable calls them around its
+//! wait. The locks know nothing of gates: these two functions are their only link, and they
+//! do nothing for a thread with no `auto` session inside.
+//!
+//! **The invariant: a slot is lent only by the thread running a call of its session** (from
+//! the call's enter to its exit on that thread). A thread that ran an earlier call and handed
+//! the session on finds the word without its token and lends nothing: were it to lend, the
+//! session's next call elsewhere would run on a slot given to another session (more calls
+//! running than the limit), and its reclaim, counted above the limit, could queue a third
+//! thread's reclaim behind a lock that the session's real runner parks on lending nothing
+//! (nobody leaves). Between calls, the session's slot is lent by nobody. A session moved to
+//! another thread mid-call (the explicit `enter`/`exit` allow it) is the one exception that
+//! nothing can see: the thread that entered the call may lend it until that call's exit, on
+//! whichever thread, takes the token off (a compare-and-swap there, as that thread may be
+//! lending at that moment).
 //!
 //! The loan is a state of the session's record (`held`): `SLOT` → `LENT` by the lender
 //! (a compare-and-swap, so a second park lends nothing), `LENT` → `SLOT` by its reclaim. The
-//! word also names the thread that marked it (its token, in the bits above the state), and
-//! only that thread lends or reclaims: so a session leaving on the thread that marked it
-//! `SLOT` knows nobody else can change the word, and clears it with a plain store instead of
-//! a swap. That is one atomic read-modify-write less on every admission: on the lent 16-core
-//! Xeon (2026-11-26, `bench gate --policies auto,polling --threads 1`, 4 alternated runs)
-//! `auto`'s uncontended admission went from 1.25 × `polling`'s (median; 39–47 ns against
-//! 31–38) to 1.07 × (32–44 against 32–42). The
+//! word names the thread in the call (its token, in the bits above the state; none between
+//! calls), and only that thread lends or reclaims: so a call's exit or a leave on the thread
+//! whose token is in the word, or of a word with no token, knows nobody else can change the
+//! word, and writes it with a plain store instead of a swap. That is one atomic
+//! read-modify-write less on every admission, and none on a re-entry (the mark and the
+//! unmark are a load and a store each, on the record the re-entry writes anyway: measure
+//! with `bench gate --policies auto,polling --threads 1`). The
 //! session's own [`crate::policy::Hold`] stays where it is, so its exit gives the slot back
 //! once, as usual: the core counts the loan's give-back and the reclaim's take. A session
-//! that leaves while its slot is lent (possible only if it moved to another thread mid-call)
-//! swaps `LENT` → `NONE` and gives nothing back: the loan already did.
+//! that leaves while its slot is lent (moved to another thread mid-call, or a reclaim that
+//! never ran) swaps `LENT` → `NONE` and gives nothing back: the loan already did. A call
+//! that exits with its slot still lent leaves the gate the same way instead of keeping it.
 //!
 //! The reclaim's rule ([`crate::policy::auto::AutoCore::reclaim`]): a free slot, else a
 //! slot above the limit while those inside are fewer than twice the limit, else the queue as
@@ -32,9 +47,10 @@
 //! other: if it keeps the stall watch, it runs the stall check every stall period (the slots'
 //! holders may all be in waits nobody declared).
 //!
-//! Under loom every function here does nothing: loom runs its model threads on one OS thread,
-//! so a thread-local would be shared between them, and its models never park on the real
-//! lock (they drive the lock's algorithm with a table of their own).
+//! Under loom every function the sessions and locks call does nothing: loom runs its model
+//! threads on one OS thread, so a thread-local would be shared between them, and its models
+//! never park on the real lock (they drive the lock's algorithm with a table of their own).
+//! The word's transitions are modelled on their own (`loom_models`), with the same functions.
 
 use std::cell::RefCell;
 
@@ -42,10 +58,16 @@ use crate::gate::GateInner;
 use crate::monitor::{Counter, SessionState, StepOutReason};
 use crate::registry::SessionShared;
 use crate::sync::{Arc, Ordering};
-use std::sync::atomic::AtomicUsize;
 
-/// `held` states, in the word's low two bits; the bits above are the marking thread's
-/// [`token`]. `NONE` is the whole word 0.
+/// A session's `held` word: loom's atomic under loom, so that the models of the word's
+/// transitions (`loom_models` below) check the functions and orderings that ship.
+#[cfg(not(loom))]
+pub(crate) type Word = std::sync::atomic::AtomicUsize;
+#[cfg(loom)]
+pub(crate) type Word = loom::sync::atomic::AtomicUsize;
+
+/// `held` states, in the word's low two bits; the bits above are the [`token`] of the thread
+/// running the session's call (0 between calls). `NONE` is the whole word 0.
 pub(crate) const NONE: usize = 0;
 pub(crate) const SLOT: usize = 1;
 pub(crate) const LENT: usize = 2;
@@ -125,55 +147,141 @@ pub(crate) fn token() -> usize {
     TOKEN.with(|t| t as *const Token as usize)
 }
 
-/// Marks `held` as a slot held by the thread `me`.
+/// A call begins on thread `me` (0: a thread that cannot lend) with a slot just counted for
+/// the session (an admission: the word is `NONE`, and nobody changes a `NONE` word).
 #[inline]
-fn mark(held: &AtomicUsize, me: usize) {
+fn mark(held: &Word, me: usize) {
     debug_assert_eq!(me & STATE, 0, "a token's state bits are free");
     held.store(me | SLOT, Ordering::Release);
 }
 
+/// A call begins on thread `me` on the slot the session kept between calls (a re-entry).
+#[inline]
+fn remark(held: &Word, me: usize) {
+    // Between calls the word has no token, and a word with no token is changed by nobody
+    // (only the thread whose token is in it lends): a plain store.
+    if held.load(Ordering::Relaxed) == SLOT {
+        held.store(me | SLOT, Ordering::Release);
+    } else {
+        remark_slow(held, me);
+    }
+}
+
+/// [`remark`] on a word that still has a token: the previous call never exited (a `Call`
+/// forgotten), and the thread that ran it may be lending the slot now. A lent slot stays
+/// lent: its reclaim takes it back, or this call's exit finds it lent and leaves.
+#[cold]
+fn remark_slow(held: &Word, me: usize) {
+    let mut h = held.load(Ordering::Relaxed);
+    while h & STATE == SLOT && h != me | SLOT {
+        match held.compare_exchange(h, me | SLOT, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(now) => h = now,
+        }
+    }
+}
+
+/// The call on thread `me` exits and the session keeps its slot: the token comes off, so no
+/// thread lends the slot until the next call begins. False if the slot is lent (a loan the
+/// call never took back): the caller leaves instead, and gives nothing back.
+#[inline]
+fn unmark(held: &Word, me: usize) -> bool {
+    let h = held.load(Ordering::Relaxed);
+    // This thread's token (it is here, not lending) or none: nobody else changes the word.
+    if h == me | SLOT || h == SLOT {
+        held.store(SLOT, Ordering::Release);
+        return true;
+    }
+    unmark_slow(held, h)
+}
+
+/// [`unmark`] on a word with another thread's token (the session moved here mid-call: that
+/// thread may be lending it at this moment) or lent.
+#[cold]
+fn unmark_slow(held: &Word, mut h: usize) -> bool {
+    while h & STATE == SLOT {
+        match held.compare_exchange(h, SLOT, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(now) => h = now,
+        }
+    }
+    false
+}
+
 /// The session leaves on thread `me`: clears `held`; true if its slot was lent then.
 #[inline]
-fn clear(held: &AtomicUsize, me: usize) -> bool {
-    // Only the thread whose token is in the word lends (`me | SLOT` → `me | LENT`), and that
-    // thread is here, leaving: nobody changes the word between this load and the store.
-    if held.load(Ordering::Relaxed) == me | SLOT {
+fn clear(held: &Word, me: usize) -> bool {
+    // This thread's token (it is here, leaving) or none (between calls): nobody else changes
+    // the word between this load and the store.
+    let h = held.load(Ordering::Relaxed);
+    if h == me | SLOT || h == SLOT {
         held.store(NONE, Ordering::Release);
         return false;
     }
-    // Lent, by another thread (the session moved mid-call), or already clear.
+    if h == NONE {
+        return false; // never marked (an uncounted hold) or already clear
+    }
+    // Lent, or another thread's token (the session moved mid-call).
     held.swap(NONE, Ordering::AcqRel) & STATE == LENT
 }
 
-/// Thread `me` is about to park: lends the slot if it marked it. True if it did.
-fn try_lend(held: &AtomicUsize, me: usize) -> bool {
+/// Thread `me` is about to park: lends the slot if it runs the session's call. True if it
+/// did.
+fn try_lend(held: &Word, me: usize) -> bool {
     held.compare_exchange(me | SLOT, me | LENT, Ordering::AcqRel, Ordering::Relaxed)
         .is_ok()
 }
 
 /// Thread `me` has its lock: takes back the slot it lent. True if it had lent one.
-fn try_reclaim(held: &AtomicUsize, me: usize) -> bool {
+fn try_reclaim(held: &Word, me: usize) -> bool {
     held.load(Ordering::Relaxed) == me | LENT
         && held
             .compare_exchange(me | LENT, me | SLOT, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
 }
 
-/// An `auto` admission on this thread: the session may lend its slot while this thread
-/// blocks on a turnstile lock. Returns the thread's token (0: nothing marked, the thread is
-/// exiting, or under loom).
+/// This thread's token if it has recorded `sh` as its session (recording it now if not), 0
+/// if it cannot (the thread is exiting): then it lends nothing for it.
 #[inline]
-pub(crate) fn register(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) -> usize {
-    if cfg!(loom) {
-        return 0;
-    }
+fn lender(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) -> usize {
     let me = token();
     // Once per session and thread: a comparison otherwise.
     if sh.owner.load(Ordering::Relaxed) == me || record(gate, sh, me) {
-        mark(&sh.held, me);
-        return me;
+        me
+    } else {
+        0
     }
-    0
+}
+
+/// An `auto` admission on this thread, for a call: the slot is this thread's to lend while
+/// the call runs.
+#[inline]
+pub(crate) fn admitted(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) {
+    if cfg!(loom) {
+        return;
+    }
+    mark(&sh.held, lender(gate, sh));
+}
+
+/// A call of `sh` begins on this thread on the `auto` slot it kept (a re-entry, maybe on
+/// another thread than the last call's): the slot is this thread's to lend while the call
+/// runs.
+#[inline]
+pub(crate) fn reentered(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) {
+    if cfg!(loom) {
+        return;
+    }
+    remark(&sh.held, lender(gate, sh));
+}
+
+/// The call ends and the session keeps its `auto` slot between calls: nobody lends it until
+/// the next call. False if the slot is lent now (the caller must leave: see [`unmark`]).
+#[inline]
+pub(crate) fn call_ends(sh: &SessionShared) -> bool {
+    if cfg!(loom) {
+        return true;
+    }
+    unmark(&sh.held, token())
 }
 
 /// Records `sh` as thread `me`'s session (it is not yet). False if it cannot be (the thread
@@ -185,8 +293,8 @@ fn record(gate: &Arc<GateInner>, sh: &Arc<SessionShared>, me: usize) -> bool {
             return false;
         };
         // The session it displaces is this thread's no more (`Current`'s drop): its next
-        // admission here records it again (a thread serving two sessions in turn lends for
-        // each). Unless it has been admitted on another thread since, which owns it now.
+        // call here records it again (a thread serving two sessions in turn lends for
+        // each). Unless it has been recorded on another thread since, which owns it now.
         drop(c.replace(Current {
             gate: downgrade(gate),
             sh: sh.clone(),
@@ -201,37 +309,13 @@ fn record(gate: &Arc<GateInner>, sh: &Arc<SessionShared>, me: usize) -> bool {
     true
 }
 
-/// A call of `sh` begins on this thread without an admission (a re-entry while it keeps its
-/// slot), and another thread marked the slot (the session moved threads since): the slot
-/// becomes this thread's to lend, and the other thread's parks lend nothing of it. Returns
-/// whether it did; not if the other thread has lent the slot already (the loan stands, its
-/// reclaim takes it back, and the next re-entry here tries again) or the session holds none.
-#[cold]
-pub(crate) fn take_over(gate: &Arc<GateInner>, sh: &Arc<SessionShared>) -> bool {
-    if cfg!(loom) {
-        return false;
-    }
-    let me = token();
-    let h = sh.held.load(Ordering::Relaxed);
-    if h == me | SLOT {
-        return true;
-    }
-    if h & STATE != SLOT {
-        return false;
-    }
-    if sh.owner.load(Ordering::Relaxed) != me && !record(gate, sh, me) {
-        return false;
-    }
-    // A compare-and-swap: the other thread may be lending it at this moment.
-    sh.held
-        .compare_exchange(h, me | SLOT, Ordering::AcqRel, Ordering::Relaxed)
-        .is_ok()
-}
-
 /// The session leaves (its hold given back or about to be): returns whether the slot was
 /// lent at that moment, in which case the caller must not give it back (the loan did).
 #[inline]
 pub(crate) fn leave(sh: &SessionShared) -> bool {
+    if cfg!(loom) {
+        return false;
+    }
     clear(&sh.held, token())
 }
 
@@ -265,8 +349,8 @@ fn with_current(f: impl FnOnce(&Current)) {
     });
 }
 
-/// This thread is about to block on a turnstile lock or condition variable: if it holds an
-/// `auto` slot, lend it for the wait.
+/// This thread is about to block on a turnstile lock or condition variable: if it runs a
+/// call of an `auto` session that holds its slot, lend the slot for the wait.
 pub(crate) fn lend() {
     with_current(|cur| {
         let (sh, me) = (&cur.sh, token());
@@ -338,8 +422,8 @@ pub(crate) fn reclaim() {
             gate.registry.stepped_out.fetch_sub(1, Ordering::Relaxed);
             // The session's own hold stands for the slot just counted.
             drop(hold);
-            // Back in the state the loan replaced (in a call, between calls, or a step-out
-            // that keeps the slot), since when it began, not since the loan.
+            // Back in the state the loan replaced (in a call, or a step-out within it that
+            // keeps the slot), since when it began, not since the loan.
             sh.set_state_since(
                 SessionState::from_code(sh.lent_state.load(Ordering::Relaxed)),
                 sh.lent_since.load(Ordering::Relaxed),
@@ -359,20 +443,24 @@ pub(crate) mod tests {
         pub(crate) static PANIC_IN_RECLAIM: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
 
+    #[cfg(not(loom))]
     const ME: usize = 0x1000;
+    #[cfg(not(loom))]
     const OTHER: usize = 0x2000;
 
     #[test]
+    #[cfg(not(loom))]
     fn a_slot_marked_and_cleared_by_one_thread_was_not_lent() {
-        let held = AtomicUsize::new(NONE);
+        let held = Word::new(NONE);
         mark(&held, ME);
         assert!(!clear(&held, ME));
         assert_eq!(held.load(Ordering::Relaxed), NONE);
     }
 
     #[test]
-    fn only_the_marking_thread_lends_and_reclaims() {
-        let held = AtomicUsize::new(NONE);
+    #[cfg(not(loom))]
+    fn only_the_thread_running_the_call_lends_and_reclaims() {
+        let held = Word::new(NONE);
         mark(&held, ME);
         assert!(!try_lend(&held, OTHER), "another thread lends nothing");
         assert!(try_lend(&held, ME));
@@ -387,8 +475,40 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[cfg(not(loom))]
+    fn between_calls_nobody_lends_the_slot_and_the_next_call_lends_it_from_its_thread() {
+        let held = Word::new(NONE);
+        mark(&held, OTHER);
+        assert!(unmark(&held, OTHER), "the call ends, the slot is kept");
+        assert!(
+            !try_lend(&held, OTHER),
+            "the thread it ran on lends nothing"
+        );
+        // The session moved here: its next call here marks the slot this thread's.
+        remark(&held, ME);
+        assert!(!try_lend(&held, OTHER));
+        assert!(try_lend(&held, ME));
+        assert!(try_reclaim(&held, ME));
+        assert!(unmark(&held, ME));
+        assert!(!clear(&held, OTHER), "kept between calls: not lent");
+        assert_eq!(held.load(Ordering::Relaxed), NONE);
+    }
+
+    #[test]
+    #[cfg(not(loom))]
+    fn a_call_that_exits_with_its_slot_still_lent_does_not_keep_it() {
+        let held = Word::new(NONE);
+        mark(&held, ME);
+        assert!(try_lend(&held, ME));
+        // The reclaim never ran (it panicked, or the thread was exiting).
+        assert!(!unmark(&held, ME), "lent: the call must leave");
+        assert!(clear(&held, ME), "the loan already gave the slot back");
+    }
+
+    #[test]
+    #[cfg(not(loom))]
     fn a_session_leaving_on_another_thread_while_lent_learns_the_loan_gave_the_slot_back() {
-        let held = AtomicUsize::new(NONE);
+        let held = Word::new(NONE);
         mark(&held, OTHER);
         assert!(try_lend(&held, OTHER));
         // The session moved to this thread mid-call and leaves while the other still parks.
@@ -401,13 +521,14 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_thread_whose_registration_went_stale_lends_nothing() {
-        let held = AtomicUsize::new(NONE);
+    #[cfg(not(loom))]
+    fn a_call_moved_mid_call_ends_on_its_new_thread_and_its_old_thread_lends_no_more() {
+        let held = Word::new(NONE);
         mark(&held, OTHER);
-        // The session moved here and was admitted again: the word is this thread's now.
-        mark(&held, ME);
+        // Its exit here takes the other thread's token off.
+        assert!(unmark(&held, ME));
         assert!(!try_lend(&held, OTHER));
-        assert!(!clear(&held, ME));
+        assert_eq!(held.load(Ordering::Relaxed), SLOT);
     }
 
     #[test]
@@ -441,5 +562,104 @@ pub(crate) mod tests {
         assert_eq!(me & STATE, 0);
         let other = std::thread::spawn(token).join().unwrap();
         assert_ne!(me, other, "two live threads have two tokens");
+    }
+}
+
+/// The word's transitions under every interleaving, with the functions the sessions and
+/// locks use (`Word` is loom's atomic here). A slot is counted in `inside` as the core does:
+/// a loan gives it back, a reclaim counts it before it looks at the word and gives it back
+/// if the word says the session left meanwhile, a leave gives it back unless it was lent.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::atomic::AtomicI32;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    const A: usize = 0x1000;
+    const B: usize = 0x2000;
+
+    /// One slot given back: never below zero.
+    fn give_back(inside: &AtomicI32) {
+        let before = inside.fetch_sub(1, Ordering::SeqCst);
+        assert!(before > 0, "a slot given back twice");
+    }
+
+    /// Thread `me` parks on a lock (lends if it runs the call), then has it (takes the slot
+    /// back): `gate_hook::lend` then `gate_hook::reclaim`. Whether it lent.
+    fn park(held: &Word, inside: &AtomicI32, me: usize) -> bool {
+        if held.load(Ordering::Relaxed) != me | SLOT || !try_lend(held, me) {
+            return false;
+        }
+        give_back(inside);
+        if held.load(Ordering::Relaxed) == me | LENT {
+            inside.fetch_add(1, Ordering::SeqCst);
+            if !try_reclaim(held, me) {
+                give_back(inside); // the session left meanwhile: `driver.exit(hold)`
+            }
+        }
+        true
+    }
+
+    /// The session's call exits on thread `me` keeping its slot, then its statement ends
+    /// (`Session::exit_call`, then `Session::leave`).
+    fn exit_then_leave(held: &Word, inside: &AtomicI32, me: usize) {
+        let kept = unmark(held, me);
+        let lent = clear(held, me);
+        assert!(!(kept && lent), "a slot kept between calls was lent");
+        if !lent {
+            give_back(inside);
+        }
+    }
+
+    #[test]
+    fn a_session_moved_mid_call_is_counted_once_whatever_its_old_thread_does() {
+        // A entered the call and the session moved to B mid-call: A may still lend it (it
+        // cannot know), while B's exit takes A's token off and the statement ends.
+        loom::model(|| {
+            let held = Arc::new(Word::new(NONE));
+            let inside = Arc::new(AtomicI32::new(1));
+            mark(&held, A);
+            let a = {
+                let (held, inside) = (held.clone(), inside.clone());
+                thread::spawn(move || {
+                    park(&held, &inside, A);
+                })
+            };
+            exit_then_leave(&held, &inside, B);
+            a.join().unwrap();
+            assert_eq!(
+                inside.load(Ordering::SeqCst),
+                0,
+                "counted once, given back once"
+            );
+            assert_eq!(held.load(Ordering::Relaxed), NONE);
+        });
+    }
+
+    #[test]
+    fn a_thread_a_session_left_between_calls_never_lends_its_slot() {
+        // A ran a call and ended it, keeping the slot, and handed the session to B, which
+        // runs its next call (a re-entry), parks in it, and ends the statement. A parks on a
+        // lock meanwhile: it must lend nothing.
+        loom::model(|| {
+            let held = Arc::new(Word::new(NONE));
+            let inside = Arc::new(AtomicI32::new(1));
+            mark(&held, A);
+            assert!(unmark(&held, A));
+            let a = {
+                let (held, inside) = (held.clone(), inside.clone());
+                thread::spawn(move || park(&held, &inside, A))
+            };
+            remark(&held, B);
+            assert!(park(&held, &inside, B), "the thread running the call lends");
+            exit_then_leave(&held, &inside, B);
+            assert!(
+                !a.join().unwrap(),
+                "the thread the session left lent its slot"
+            );
+            assert_eq!(inside.load(Ordering::SeqCst), 0);
+            assert_eq!(held.load(Ordering::Relaxed), NONE);
+        });
     }
 }

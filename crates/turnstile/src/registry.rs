@@ -42,16 +42,16 @@ pub(crate) struct SessionShared {
     /// (0: none; a thread that records another session in its place resets it).
     pub(crate) owner: std::sync::atomic::AtomicUsize,
     /// `auto`'s automatic step-out: `gate_hook::{NONE, SLOT, LENT}` in the low two bits,
-    /// the thread that marked it above them.
-    pub(crate) held: std::sync::atomic::AtomicUsize,
+    /// the thread running the session's call above them (none between calls).
+    pub(crate) held: crate::gate_hook::Word,
     /// An async session's: its waits do not wake on a timer, so it never keeps `auto`'s
     /// stall watch. Set once, before its first wait.
     pub(crate) is_async: AtomicBool,
     /// `gate_hook`'s loan: when the session's inside state began, restored by the reclaim
     /// (the loan's step-out state has its own timestamp).
     pub(crate) lent_since: AtomicU64,
-    /// `gate_hook`'s loan: the state it replaced (`SessionState::code`: in a call, between
-    /// calls, or a step-out that keeps the slot), restored by the reclaim.
+    /// `gate_hook`'s loan: the state it replaced (`SessionState::code`: in a call, or a
+    /// step-out within a call that keeps the slot), restored by the reclaim.
     pub(crate) lent_state: std::sync::atomic::AtomicU8,
 }
 
@@ -78,7 +78,7 @@ impl SessionShared {
             counters: std::array::from_fn(|_| AtomicU64::new(0)),
             wake: Mutex::new(WakeState::default()),
             owner: std::sync::atomic::AtomicUsize::new(0),
-            held: std::sync::atomic::AtomicUsize::new(0),
+            held: crate::gate_hook::Word::new(0),
             cv: Condvar::new(),
             cancel: AtomicBool::new(false),
             is_async: AtomicBool::new(false),

@@ -82,10 +82,9 @@ pub struct Session {
     /// The open transaction was admitted once: its later admissions come back by `auto`'s
     /// rule after a wait.
     txn_admitted: bool,
-    /// `auto`: the thread that may lend this session's slot (`gate_hook`'s token; 0: none).
-    /// A re-entry on another thread takes the slot over: comparing this copy with the
-    /// thread's token keeps the check on the re-entry fast path off the shared record.
-    lender: usize,
+    /// `auto`: the session holds a counted slot, which the thread running its call may lend
+    /// (`gate_hook`): each call marks it that thread's, and its exit unmarks it.
+    lendable: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -225,7 +224,7 @@ impl Session {
             kept_since: 0,
             in_txn: false,
             txn_admitted: false,
-            lender: 0,
+            lendable: false,
         }
     }
 
@@ -292,12 +291,11 @@ impl Session {
     fn enter_call(&mut self) -> Result<bool, GateError> {
         // Tickets are granted only with a hold and cleared with it, so tickets left means inside.
         if self.tickets.try_reenter() {
-            // The re-entry fast path: this session's own fields only, no lock, no shared RMW.
-            if self.lender != 0 && self.lender != crate::gate_hook::token() {
-                // `auto`: the session moved threads while it kept its slot.
-                if crate::gate_hook::take_over(&self.gate, &self.sh) {
-                    self.lender = crate::gate_hook::token();
-                }
+            // The re-entry fast path: this session's own record only, no lock, no shared RMW.
+            if self.lendable {
+                // `auto`: the slot is lent by this thread while the call runs (the session
+                // may have moved here since its last call).
+                crate::gate_hook::reentered(&self.gate, &self.sh);
             }
             self.sh
                 .tickets
@@ -320,12 +318,15 @@ impl Session {
     /// lasts, or past it if nobody waits), otherwise leave.
     #[inline]
     fn exit_call(&mut self) {
+        // `auto`: between calls nobody lends the slot (the session may move to another
+        // thread); a slot still lent (a loan never taken back) is not kept but left.
         if keeps_slot_after_call(
             &self.gate,
             &mut self.tickets,
             &mut self.hold,
             &mut self.long_stmt,
-        ) {
+        ) && (!self.lendable || crate::gate_hook::call_ends(&self.sh))
+        {
             self.sh.set_state(SessionState::DeclaredInside);
         } else {
             self.leave();
@@ -335,12 +336,13 @@ impl Session {
     /// Leaves for real: tickets to 0, the slot (if any) given back or handed to a waiter.
     fn leave(&mut self) {
         self.tickets.clear();
-        self.lender = 0;
+        self.lendable = false;
         if let Some(hold) = self.hold.take() {
             if self.gate.driver.is_auto() && crate::gate_hook::leave(&self.sh) {
-                // Lent while this session was used on another thread: the loan gave it back,
-                // and it ends here (the lender's reclaim will find nothing to take back, so it
-                // will not uncount the step-out the loan counted).
+                // Lent (by the thread that entered a call that moved here mid-call, or a loan
+                // whose reclaim never ran): the loan gave it back, and it ends here (the
+                // lender's reclaim will find nothing to take back, so it will not uncount the
+                // step-out the loan counted).
                 self.gate
                     .registry
                     .stepped_out
@@ -623,8 +625,9 @@ impl Session {
             self.gate.driver.mark_long(&mut hold);
         }
         self.hold = Some(hold);
+        self.lendable = lendable;
         if lendable {
-            self.lender = crate::gate_hook::register(&self.gate, &self.sh);
+            crate::gate_hook::admitted(&self.gate, &self.sh);
         }
     }
 
@@ -735,7 +738,7 @@ fn wait_handoff(
         if let Some(check) = next_check {
             if now >= check {
                 drop(w);
-                gate.driver.stall_check();
+                gate.driver.stall_check(sh, id);
                 next_check = Some(now + STALL_PERIOD);
                 w = lock(&sh.wake);
                 continue;

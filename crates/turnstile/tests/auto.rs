@@ -940,10 +940,11 @@ fn a_session_moved_to_another_thread_between_calls_lends_from_there_and_not_from
 
 #[test]
 fn a_queued_reclaim_and_the_moved_sessions_own_wait_are_both_handed_their_slots() {
-    // A session admitted on thread A moves to this thread while A, parked on a mutex, lent
-    // its slot. With the gate at twice its limit, A's reclaim queues; the session, which left
-    // meanwhile, queues again from another thread. One raise releases both: each wait must
-    // see its own release (the reclaim waits on its thread's record, not the session's).
+    // A session admitted on thread A moves to this thread mid-call (nothing marks that move)
+    // while A, parked on a mutex, lent its slot. With the gate at twice its limit, A's
+    // reclaim queues; the session, which left meanwhile, queues again from another thread.
+    // One raise releases both: each wait must see its own release (the reclaim waits on its
+    // thread's record, not the session's).
     let g = Gate::new(auto(2).quantum(Duration::from_secs(1))).unwrap();
     let m = std::sync::Arc::new(turnstile::Mutex::new(()));
     let held = m.lock();
@@ -953,8 +954,7 @@ fn a_queued_reclaim_and_the_moved_sessions_own_wait_are_both_handed_their_slots(
         thread::spawn(move || {
             let mut s = g.named_session("moved");
             assert!(s.enter().unwrap());
-            s.exit().unwrap(); // keeps its slot for the quantum
-            tx.send(s).unwrap();
+            tx.send(s).unwrap(); // mid-call: this thread still runs the call it entered
             let _g = m.lock(); // parks: lends; then reclaims through the queue
         })
     };
@@ -1071,24 +1071,33 @@ fn a_reclaim_queued_on_a_second_gate_is_woken_whatever_the_first_gates_wait_ids_
 }
 
 #[test]
-fn a_loan_taken_between_calls_gives_back_the_between_calls_state() {
-    // The reclaim published `InCall` whatever the loan replaced.
+fn a_thread_parking_between_calls_of_its_session_lends_nothing() {
+    // Between calls no thread runs the session's call, so none lends the slot it keeps (the
+    // session may be handed to another thread): the park leaves it counted, shown between
+    // calls.
+    use turnstile::mutex::Instrumented;
     let g = Gate::new(auto(1).quantum(Duration::from_secs(1))).unwrap();
-    let m = std::sync::Arc::new(turnstile::Mutex::new(()));
+    let m = std::sync::Arc::new(Instrumented::new("between-calls", ()));
     let held = m.lock();
     let (g2, m2) = (g.clone(), m.clone());
+    let (stat_tx, stat_rx) = std::sync::mpsc::channel();
     let t = thread::spawn(move || {
+        stat_tx.send(this_thread_stat()).unwrap();
         let mut s = g2.session();
         assert!(s.enter().unwrap());
         s.exit().unwrap(); // keeps its slot between calls
-        drop(m2.lock()); // parks between calls: lends, then takes back
+        drop(m2.lock()); // parks between calls
         let state = g2.snapshot().sessions[0].state;
         s.end_statement();
         state
     });
-    wait_for(&g, "the session lent its slot", |s| s.stepped_out == 1);
+    wait_parked(&stat_rx.recv().unwrap(), "between-calls");
+    let snap = g.snapshot();
+    assert_eq!((snap.inside, snap.stepped_out), (1, 0), "{snap}");
+    assert_eq!(snap.sessions[0].state, SessionState::DeclaredInside);
     drop(held);
     assert_eq!(t.join().unwrap(), SessionState::DeclaredInside);
+    assert_eq!(g.stats().counters.step_outs, 0);
 }
 
 #[test]

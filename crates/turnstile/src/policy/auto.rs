@@ -34,9 +34,9 @@
 //!   stall watch when it finds no slot released for a stall period, is the stall detector:
 //!   slots held by threads that block where nobody declared a wait (seed 004's naive commit)
 //!   leave the CPUs idle, so the limit grows past them.
-//! * **Lock waits step out by themselves** (`gate_hook`): a holder that parks on a
-//!   turnstile lock or condition variable lends its slot ([`AutoCore::lend`]) and takes it
-//!   back after ([`AutoCore::reclaim`]).
+//! * **Lock waits step out by themselves** (`gate_hook`): a holder that parks, inside a call,
+//!   on a turnstile lock or condition variable lends its slot ([`AutoCore::lend`]) and takes
+//!   it back after ([`AutoCore::reclaim`]).
 //! * **Overload protection**, off by default: a cap on queued waiters; past it an enter is
 //!   refused at once with a typed reason ([`Step::Reject`]) instead of queueing.
 //!
