@@ -318,7 +318,12 @@ static void gate_status_is_snprintf_like_nul_terminated_and_truncated_to_fit(voi
     char *exact = malloc(need); /* one byte short: loses the last character */
     CHECK(exact != NULL);
     CHECK(ts_gate_status(g, exact, need) == need);
-    CHECK(strlen(exact) == need - 1 && memcmp(exact, full, need - 1) == 0);
+    CHECK(strlen(exact) == need - 1);
+    /* The session lines carry the time spent in a state, which moves between two calls:
+     * only the text before them is the same in both. */
+    const char *sessions = strstr(full, "---SESSION");
+    CHECK(sessions != NULL);
+    CHECK(memcmp(exact, full, (size_t)(sessions - full)) == 0);
 
     char one[2] = {'X', 'Y'};
     CHECK(ts_gate_status(g, one, 1) == need);
