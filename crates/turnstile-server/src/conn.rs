@@ -1,8 +1,6 @@
-//! One client connection: the protocol shim and the statement executor, run on the
-//! connection's own thread.
-//!
-//! Each statement maps to handler calls of the engine's [`Connection`], so every row it reads
-//! or writes is one enter of the gate:
+//! The statement executor of one client connection, run on the connection's own thread: each
+//! statement maps to handler calls of the engine's [`Connection`], so every row it reads or
+//! writes is one enter of the gate:
 //!
 //! | statement | handler call(s) |
 //! |---|---|
@@ -17,443 +15,52 @@
 //! | `BEGIN` / `COMMIT` / `ROLLBACK` | [`Connection::begin_transaction`] / [`Connection::commit`] / [`Connection::rollback`] |
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io;
 use std::ops::ControlFlow;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
-use opensrv_mysql::{
-    AsyncMysqlIntermediary, AsyncMysqlShim, Column, ColumnFlags, ColumnType, ErrorKind, InitWriter,
-    OkResponse, ParamParser, QueryResultWriter, StatementMetaWriter, StatusFlags, ValueInner,
-};
+use opensrv_mysql::{ErrorKind, OkResponse, QueryResultWriter};
 use tokio::io::AsyncWrite;
-use turnstile::GateError;
 use turnstile_engine::schema::{Row, C_LEN, PAD_LEN};
 use turnstile_engine::{Connection, EngineError};
 
 use crate::admin::{self, SetError, SetValue};
-use crate::sql::{self, Arg, Col, Kind, Lit, Plan, PlanError, SelectItem, SetKind};
-use crate::value::{self, ValueError};
-use crate::wire::{block_on, BlockingWriter, CheckedReader, StmtParams};
+use crate::column_values::{
+    id_point, id_range, k_bits, k_of, order_by_collation, stored_id, stored_k, stored_text,
+    trim_char,
+};
+use crate::mysql_error::{engine_err, err, value_err, SqlError};
+use crate::outcome::{c_col, ok, result_cols, status_flags, text_col, Cell, Outcome};
+use crate::plan_cache::PlanCache;
+use crate::sql::{self, Arg, Col, Kind, Lit, Plan, SelectItem, SetKind};
+use crate::value;
+use crate::wire::{block_on, StmtParams};
 use crate::Shared;
 
-/// A socket shared by the reader, the writer and the answers of the packet checks (`&TcpStream`
-/// and `&UnixStream` read and write).
-pub(crate) struct SharedIo<S>(pub(crate) Arc<S>);
-
-impl<S> Read for SharedIo<S>
-where
-    for<'a> &'a S: Read,
-{
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self.0).read(buf)
-    }
-}
-
-impl<S> Write for SharedIo<S>
-where
-    for<'a> &'a S: Write,
-{
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self.0).write(buf)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        (&*self.0).flush()
-    }
-}
-
-/// Plans of text statements kept per connection, by template (literals made parameters): a
-/// sysbench run in text mode uses about a dozen; 256 leaves room for other clients' statements,
-/// and the cache is emptied when full. A hit costs a few percent of a plan (the scan and one
-/// lookup against parsing; docs/BENCHMARKS.md has the figures).
-const TEXT_CACHE: usize = 256;
-
-/// The longest statement text the plan cache keeps (bytes): sysbench's statements are under
-/// 300 bytes as templates; 16 KiB bounds a connection's cache at 4 MiB of keys.
-const TEXT_CACHE_KEY: usize = 16 * 1024;
-
-/// Prepared statements a connection may hold at once (MySQL's `max_prepared_stmt_count`
-/// default, 16,382, is server-wide; one connection keeping that many is already a leak).
-const MAX_PREPARED: usize = 16_382;
-
-/// Bytes a connection's answers are gathered in before a write: a few dozen sysbench rows
-/// (about 130 bytes each in a packet), as MySQL's `net_buffer_length` (16 KiB) does.
-const WRITE_BUFFER: usize = 16 * 1024;
-
-/// Runs connection `id` on `stream` to its end, on the calling thread.
-pub(crate) fn run<S>(shared: &Arc<Shared>, id: u32, stream: Arc<S>, login: crate::auth::Login)
-where
-    S: Send + Sync + 'static,
-    for<'a> &'a S: Read + Write,
-{
-    let params = StmtParams::default();
-    let salt = login.salt();
-    let reader = CheckedReader::new(
-        SharedIo(stream.clone()),
-        SharedIo(stream.clone()),
-        shared.config.max_packet,
-        params.clone(),
-        login,
-    );
-    // Buffered: the protocol crate writes each packet as a header and a body, and a result
-    // set as one packet per row; unbuffered, that was two syscalls and two TCP segments per
-    // row (TCP_NODELAY is on), and sysbench's read-only transaction (about 3,000 rows sent)
-    // ran at 29 TPS on one connection. The crate flushes at the end of every response.
-    let writer = BlockingWriter(std::io::BufWriter::with_capacity(
-        WRITE_BUFFER,
-        SharedIo(stream),
-    ));
-    let (gate, generation) = shared.gate.current();
-    let mut conn = Connection::new(shared.engine.clone(), &gate, format!("conn {id}"));
-    conn.set_row_send(shared.row_send());
-    conn.set_commit_mode(shared.commit_mode());
-    let shim = Shim {
-        ctx: Ctx {
-            shared: shared.clone(),
-            id,
-            params,
-            salt,
-        },
-        st: Mutex::new(State {
-            conn,
-            read_only: false,
-            generation,
-            db: String::new(),
-            prepared: HashMap::new(),
-            next_stmt: 1,
-            cache: HashMap::new(),
-        }),
-    };
-    if let Err(e) = block_on(AsyncMysqlIntermediary::run_on(shim, reader, writer)) {
-        let quiet = matches!(
-            e.kind(),
-            io::ErrorKind::UnexpectedEof
-                | io::ErrorKind::ConnectionReset
-                | io::ErrorKind::BrokenPipe
-                | io::ErrorKind::ConnectionAborted
-        );
-        if !quiet {
-            shared
-                .stats
-                .aborted_connections
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        if shared.config.log && !quiet {
-            eprintln!("turnstile serve: connection {id} closed: {e}");
-        }
-    }
-    // The shim (and its engine connection) was dropped by `run_on`: an open transaction was
-    // rolled back and its row locks released.
-}
-
-struct State {
+/// A connection's state between statements.
+pub(crate) struct State {
     conn: Connection,
     /// The open transaction began `READ ONLY`.
     read_only: bool,
     generation: u64,
-    db: String,
-    prepared: HashMap<u32, Arc<Plan>>,
-    next_stmt: u32,
-    cache: HashMap<String, Arc<Plan>>,
+    pub(crate) db: String,
+    pub(crate) prepared: HashMap<u32, Arc<Plan>>,
+    pub(crate) next_stmt: u32,
+    pub(crate) cache: PlanCache,
 }
 
 /// What a connection's statements need besides its state.
-struct Ctx {
-    shared: Arc<Shared>,
-    id: u32,
+pub(crate) struct Ctx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) id: u32,
     /// Parameter counts of the prepared statements, for the packet checks.
-    params: StmtParams,
+    pub(crate) params: StmtParams,
     /// The scramble the greeting sends; the reader checks the login against it.
-    salt: [u8; crate::auth::SCRAMBLE_LEN],
-}
-
-struct Shim {
-    ctx: Ctx,
-    // A `Session` is `Send` but not `Sync`; the protocol crate wants a `Sync` shim. The lock
-    // is never contended: only `get_mut` is used.
-    st: Mutex<State>,
-}
-
-/// A statement's failure, as the client sees it.
-#[derive(Debug)]
-struct SqlError {
-    kind: ErrorKind,
-    msg: String,
-}
-
-fn err(kind: ErrorKind, msg: impl Into<String>) -> SqlError {
-    SqlError {
-        kind,
-        msg: msg.into(),
-    }
-}
-
-fn plan_err(e: PlanError) -> SqlError {
-    match e {
-        PlanError::NotSupported(m) => err(ErrorKind::ER_NOT_SUPPORTED_YET, m),
-        PlanError::Syntax(m) => err(ErrorKind::ER_PARSE_ERROR, m),
-        PlanError::Mysql(code, m) => err(ErrorKind::from(code), m),
-        PlanError::ValueCount(row) => err(
-            ErrorKind::ER_WRONG_VALUE_COUNT_ON_ROW,
-            format!("Column count doesn't match value count at row {row}"),
-        ),
-    }
-}
-
-fn engine_err(db: &str, e: EngineError) -> SqlError {
-    match e {
-        EngineError::NoSuchTable(t) => err(
-            ErrorKind::ER_NO_SUCH_TABLE,
-            format!("Table '{db}.{t}' doesn't exist"),
-        ),
-        EngineError::TableExists(t) => err(
-            ErrorKind::ER_TABLE_EXISTS_ERROR,
-            format!("Table '{t}' already exists"),
-        ),
-        EngineError::DuplicateKey { table, id } => err(
-            ErrorKind::ER_DUP_ENTRY,
-            format!("Duplicate entry '{id}' for key '{table}.PRIMARY'"),
-        ),
-        EngineError::Deadlock => err(
-            ErrorKind::ER_LOCK_DEADLOCK,
-            "Deadlock found when trying to get lock; try restarting transaction \
-             (the transaction was rolled back)",
-        ),
-        EngineError::LockWaitTimeout => err(
-            ErrorKind::ER_LOCK_WAIT_TIMEOUT,
-            "Lock wait timeout exceeded; try restarting transaction \
-             (turnstile rolls back the whole transaction)",
-        ),
-        EngineError::Gate(g @ GateError::Overloaded { .. }) => err(
-            ErrorKind::ER_LOCK_WAIT_TIMEOUT,
-            format!("turnstile gate: {g}; the statement was refused (an open transaction is kept)"),
-        ),
-        EngineError::Gate(g @ GateError::TimedOut { .. }) => err(
-            ErrorKind::ER_LOCK_WAIT_TIMEOUT,
-            format!("turnstile gate: {g}; the statement was refused"),
-        ),
-        EngineError::Gate(g @ GateError::Cancelled { .. }) => err(
-            ErrorKind::ER_QUERY_INTERRUPTED,
-            format!("Query execution was interrupted (turnstile gate: {g})"),
-        ),
-        other => err(ErrorKind::ER_UNKNOWN_ERROR, other.to_string()),
-    }
-}
-
-/// What a statement returns.
-enum Outcome {
-    /// OK with rows affected and the last AUTO_INCREMENT id.
-    Ok { affected: u64, insert_id: u64 },
-    /// A result set of text columns.
-    Rows {
-        cols: Vec<Column>,
-        rows: Vec<Vec<Cell>>,
-    },
-}
-
-fn ok() -> Outcome {
-    Outcome::Ok {
-        affected: 0,
-        insert_id: 0,
-    }
-}
-
-/// One value of a result row.
-enum Cell {
-    Null,
-    Bytes(Vec<u8>),
-    Int(i64),
-    /// A decimal written as text (`SUM`).
-    Decimal(String),
-}
-
-fn column(name: &str, coltype: ColumnType, flags: ColumnFlags) -> Column {
-    Column {
-        table: String::new(),
-        column: name.to_string(),
-        coltype,
-        colflags: flags,
-    }
-}
-
-fn text_col(name: &str) -> Column {
-    column(
-        name,
-        ColumnType::MYSQL_TYPE_VAR_STRING,
-        ColumnFlags::empty(),
-    )
-}
-
-fn c_col() -> Column {
-    column(
-        "c",
-        ColumnType::MYSQL_TYPE_STRING,
-        ColumnFlags::NOT_NULL_FLAG,
-    )
-}
-
-/// The result columns a statement returns (for a prepared statement's metadata).
-fn result_cols(kind: &Kind) -> Vec<Column> {
-    match kind {
-        Kind::PointSelect | Kind::RangeSelect | Kind::OrderRange { .. } => vec![c_col()],
-        Kind::SumRange => vec![column(
-            "SUM(k)",
-            ColumnType::MYSQL_TYPE_NEWDECIMAL,
-            ColumnFlags::empty(),
-        )],
-        Kind::Count => vec![column(
-            "COUNT(*)",
-            ColumnType::MYSQL_TYPE_LONGLONG,
-            ColumnFlags::NOT_NULL_FLAG,
-        )],
-        Kind::SelectExprs(items) => items.iter().map(|(n, _)| text_col(n)).collect(),
-        Kind::ShowDatabases(None) => vec![text_col("Database")],
-        Kind::ShowDatabases(Some(p)) => vec![text_col(&format!("Database ({p})"))],
-        Kind::ShowTables(_) => vec![text_col("Tables_in_db")],
-        Kind::ShowEngineStatus(_) => vec![text_col("Type"), text_col("Name"), text_col("Status")],
-        Kind::ShowStatus(_) | Kind::ShowVariables(_) => {
-            vec![text_col("Variable_name"), text_col("Value")]
-        }
-        Kind::Analyze { .. } => vec![
-            text_col("Table"),
-            text_col("Op"),
-            text_col("Msg_type"),
-            text_col("Msg_text"),
-        ],
-        _ => Vec::new(),
-    }
-}
-
-/// `CHAR` values are returned without their trailing spaces, as MySQL does (without
-/// `PAD_CHAR_TO_FULL_LENGTH`).
-fn trim_char(v: &[u8]) -> &[u8] {
-    let end = v.iter().rposition(|b| *b != b' ').map_or(0, |i| i + 1);
-    &v[..end]
-}
-
-/// A `CHAR(N)` value: too long is an error (strict mode), except for trailing spaces, which
-/// MySQL removes silently whatever the SQL mode.
-fn fixed<const N: usize>(col: &str, v: &[u8]) -> Result<[u8; N], SqlError> {
-    let v = if v.len() > N && v[N..].iter().all(|b| *b == b' ') {
-        &v[..N]
-    } else {
-        v
-    };
-    if v.len() > N {
-        // MySQL counts characters; the engine keeps N bytes.
-        let chars = std::str::from_utf8(v).map_or(v.len(), |t| t.chars().count());
-        if chars <= N {
-            return Err(err(
-                ErrorKind::ER_NOT_SUPPORTED_YET,
-                format!(
-                    "turnstile serve does not support more than {N} bytes in '{col}' \
-                     (its {chars} characters fit CHAR({N}); the engine stores {N} bytes)"
-                ),
-            ));
-        }
-        return Err(err(
-            ErrorKind::ER_DATA_TOO_LONG,
-            format!("Data too long for column '{col}' at row 1"),
-        ));
-    }
-    let mut out = [b' '; N];
-    out[..v.len()].copy_from_slice(v);
-    Ok(out)
-}
-
-fn value_err(col: &str, e: ValueError) -> SqlError {
-    match e {
-        ValueError::OutOfRange => err(
-            ErrorKind::ER_WARN_DATA_OUT_OF_RANGE,
-            format!("Out of range value for column '{col}' at row 1"),
-        ),
-        ValueError::NotANumber(m) => err(ErrorKind::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD, m),
-        ValueError::Truncated(m) => err(ErrorKind::WARN_DATA_TRUNCATED, m),
-        ValueError::NotSupported(what) => err(
-            ErrorKind::ER_NOT_SUPPORTED_YET,
-            format!("turnstile serve does not support {what} as a value for '{col}'"),
-        ),
-    }
-}
-
-/// The largest id stored: `INTEGER` is signed 32-bit in MySQL, and the engine's keys are
-/// unsigned 32-bit, so ids run from 1 to `i32::MAX` (0 and NULL take AUTO_INCREMENT).
-const MAX_ID: i64 = i32::MAX as i64;
-
-/// An id to store: `None` takes the next AUTO_INCREMENT value (0 or NULL, as MySQL without
-/// `NO_AUTO_VALUE_ON_ZERO`).
-fn stored_id(v: &Lit) -> Result<Option<u32>, SqlError> {
-    match value::int_store(v, "id", i32::MIN.into(), MAX_ID).map_err(|e| value_err("id", e))? {
-        None | Some(0) => Ok(None),
-        Some(i) if i < 0 => Err(err(
-            ErrorKind::ER_NOT_SUPPORTED_YET,
-            "turnstile serve does not support negative ids (the engine's keys are unsigned)",
-        )),
-        Some(i) => Ok(Some(i as u32)),
-    }
-}
-
-/// `k` is a signed 32-bit `INTEGER`; the engine keeps its two's-complement bits (its k index
-/// orders by those bits, which no statement here reads in order).
-fn k_bits(k: i64) -> u32 {
-    k as i32 as u32
-}
-
-fn k_of(r: &Row) -> i64 {
-    i64::from(r.k as i32)
-}
-
-fn stored_k(v: &Lit) -> Result<u32, SqlError> {
-    value::int_store(v, "k", i32::MIN.into(), i32::MAX.into())
-        .map_err(|e| value_err("k", e))?
-        .map(k_bits)
-        .ok_or_else(|| err(ErrorKind::ER_BAD_NULL_ERROR, "Column 'k' cannot be null"))
-}
-
-/// A `CHAR` column's value: the value's text; NULL is refused (the columns are NOT NULL).
-fn stored_text<const N: usize>(col: &str, v: &Lit) -> Result<[u8; N], SqlError> {
-    let t = value::text(v).ok_or_else(|| {
-        err(
-            ErrorKind::ER_BAD_NULL_ERROR,
-            format!("Column '{col}' cannot be null"),
-        )
-    })?;
-    fixed::<N>(col, &t)
-}
-
-/// Text values ordered (and with `distinct`, deduplicated) as MySQL's default collations do:
-/// case-insensitively. MySQL 8.0's `utf8mb4_0900_ai_ci` and MariaDB's `utf8mb4_general_ci`
-/// agree on letters, digits, `-` and space (space < `-` < digits < letters, case folded) and
-/// disagree on other punctuation and on accents, so values with other bytes are refused
-/// rather than ordered one server's way.
-fn order_by_collation<'a>(
-    values: impl Iterator<Item = &'a [u8]>,
-    distinct: bool,
-) -> Result<Vec<Vec<u8>>, SqlError> {
-    let mut v: Vec<Vec<u8>> = values.map(<[u8]>::to_vec).collect();
-    if let Some(bad) = v.iter().find(|c| {
-        !c.iter()
-            .all(|b| b.is_ascii_alphanumeric() || b" -".contains(b))
-    }) {
-        return Err(err(
-            ErrorKind::ER_NOT_SUPPORTED_YET,
-            format!(
-                "turnstile serve does not support ORDER BY c over text other than letters, \
-                 digits, '-' and spaces (its order depends on the collation): '{}'",
-                String::from_utf8_lossy(bad)
-            ),
-        ));
-    }
-    v.sort_by_key(|c| c.to_ascii_uppercase());
-    if distinct {
-        v.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
-    }
-    Ok(v)
+    pub(crate) salt: [u8; crate::auth::SCRAMBLE_LEN],
 }
 
 /// The server has one database ([`sql::DATABASE`]); any other name is unknown, as in MySQL.
-fn check_database(db: &str) -> Result<(), SqlError> {
+pub(crate) fn check_database(db: &str) -> Result<(), SqlError> {
     if db == sql::DATABASE {
         Ok(())
     } else {
@@ -464,15 +71,20 @@ fn check_database(db: &str) -> Result<(), SqlError> {
     }
 }
 
-fn status_flags(in_txn: bool) -> StatusFlags {
-    let mut f = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
-    if in_txn {
-        f |= StatusFlags::SERVER_STATUS_IN_TRANS;
-    }
-    f
-}
-
 impl State {
+    /// A new connection's state: no transaction, no database, no prepared statements.
+    pub(crate) fn new(conn: Connection, generation: u64) -> State {
+        State {
+            conn,
+            read_only: false,
+            generation,
+            db: String::new(),
+            prepared: HashMap::new(),
+            next_stmt: 1,
+            cache: PlanCache::default(),
+        }
+    }
+
     /// Rebinds to the gate in force if it was replaced, and takes the server-layer settings.
     fn refresh(&mut self, shared: &Shared) {
         if shared.gate.generation() != self.generation {
@@ -523,24 +135,6 @@ fn args(plan: &Plan, params: &[Lit]) -> Result<Vec<Lit>, SqlError> {
             Arg::Param(i) => params[*i].clone(),
         })
         .collect())
-}
-
-/// The stored ids in `id BETWEEN lo AND hi`, clamped to the ids a row can have; `None` when
-/// it holds none.
-fn id_range(lo: &Lit, hi: &Lit) -> Result<Option<(u32, u32)>, SqlError> {
-    let Some((lo, hi)) = value::int_between(lo, hi).map_err(|e| value_err("id", e))? else {
-        return Ok(None);
-    };
-    let (lo, hi) = (lo.max(1), hi.min(MAX_ID));
-    Ok((lo <= hi).then_some((lo as u32, hi as u32)))
-}
-
-/// The id `id = v` looks up; `None` when no stored row can have it.
-fn id_point(v: &Lit) -> Result<Option<u32>, SqlError> {
-    Ok(value::int_eq(v)
-        .map_err(|e| value_err("id", e))?
-        .filter(|i| (1..=MAX_ID).contains(i))
-        .map(|i| i as u32))
 }
 
 impl Ctx {
@@ -1087,7 +681,7 @@ impl Ctx {
     }
 
     /// Runs `plan` with `params` and answers on `results`.
-    async fn run_statement<'a, W: AsyncWrite + Unpin + Send>(
+    pub(crate) async fn run_statement<'a, W: AsyncWrite + Unpin + Send>(
         &'a self,
         st: &mut State,
         plan: &Plan,
@@ -1148,7 +742,7 @@ impl Ctx {
         }
     }
 
-    async fn answer_error<W: AsyncWrite + Unpin + Send>(
+    pub(crate) async fn answer_error<W: AsyncWrite + Unpin + Send>(
         &self,
         results: QueryResultWriter<'_, W>,
         e: SqlError,
@@ -1157,7 +751,7 @@ impl Ctx {
         results.error(e.kind, e.msg.as_bytes()).await
     }
 
-    fn count_error(&self, e: &SqlError) {
+    pub(crate) fn count_error(&self, e: &SqlError) {
         use std::sync::atomic::Ordering::Relaxed;
         let s = &self.shared.stats;
         if e.kind == ErrorKind::ER_NOT_SUPPORTED_YET {
@@ -1220,327 +814,5 @@ impl Ctx {
                 w.finish_error(e.kind, &e.msg.into_bytes()).await
             }
         }
-    }
-
-    /// The plan for a text statement and its arguments: the statement's template (its
-    /// literals made parameters, [`sql::normalize`]) from the connection's cache, or planned
-    /// and cached; text the template cannot stand for is planned as it is (and cached by its
-    /// text).
-    fn text_plan(st: &mut State, sql: &str) -> Result<(Arc<Plan>, Vec<Lit>), PlanError> {
-        // A text with `?` can equal a template's key: that plan's parameters are not its own.
-        if let Some(p) = st.cache.get(sql).filter(|p| p.params == 0) {
-            return Ok((p.clone(), Vec::new()));
-        }
-        if let Some((template, lits)) = sql::normalize(sql) {
-            if let Some(p) = st.cache.get(&template) {
-                return Ok((p.clone(), lits));
-            }
-            if let Ok(p) = sql::plan(&template) {
-                if p.params == lits.len() {
-                    let p = Arc::new(p);
-                    Self::cache(st, template, p.clone());
-                    return Ok((p, lits));
-                }
-            }
-        }
-        let p = Arc::new(sql::plan(sql)?);
-        if p.params > 0 {
-            return Err(PlanError::Syntax(
-                "'?' placeholders are only accepted in prepared statements".into(),
-            ));
-        }
-        Self::cache(st, sql.to_string(), p.clone());
-        Ok((p, Vec::new()))
-    }
-
-    fn cache(st: &mut State, key: String, p: Arc<Plan>) {
-        // A long text (a statement carrying a large literal) is planned, not kept: the cache
-        // holds at most `TEXT_CACHE` keys of at most `TEXT_CACHE_KEY` bytes, a few MiB per
-        // connection, not `TEXT_CACHE` × `max_allowed_packet`.
-        if key.len() > TEXT_CACHE_KEY {
-            return;
-        }
-        if st.cache.len() >= TEXT_CACHE {
-            st.cache.clear();
-        }
-        st.cache.insert(key, p);
-    }
-}
-
-/// A bound parameter as a literal; dates and times as the text MySQL converts them to.
-fn param_lit(v: ValueInner<'_>) -> Result<Lit, SqlError> {
-    Ok(match v {
-        ValueInner::NULL => Lit::Null,
-        ValueInner::Bytes(b) => Lit::Str(b.to_vec()),
-        ValueInner::Int(i) => Lit::Int(i),
-        ValueInner::UInt(u) => i64::try_from(u).map_or(Lit::Num(u.to_string()), Lit::Int),
-        ValueInner::Double(d) => Lit::Double(d),
-        ValueInner::Date(b) => Lit::Str(datetime_text(b, false)?.into_bytes()),
-        ValueInner::Datetime(b) => Lit::Str(datetime_text(b, true)?.into_bytes()),
-        ValueInner::Time(b) => Lit::Str(time_text(b)?.into_bytes()),
-    })
-}
-
-fn malformed_param() -> SqlError {
-    err(
-        ErrorKind::ER_MALFORMED_PACKET,
-        "Malformed communication packet (a date or time parameter of an impossible length)",
-    )
-}
-
-/// A binary-protocol DATE / DATETIME (length 0, 4, 7 or 11: year u16, month, day, hour,
-/// minute, second, microseconds u32) as `YYYY-MM-DD[ HH:MM:SS[.ffffff]]`.
-fn datetime_text(b: &[u8], with_time: bool) -> Result<String, SqlError> {
-    let mut v = [0u8; 11];
-    if ![0, 4, 7, 11].contains(&b.len()) {
-        return Err(malformed_param());
-    }
-    v[..b.len()].copy_from_slice(b);
-    let year = u16::from_le_bytes([v[0], v[1]]);
-    let mut s = format!("{year:04}-{:02}-{:02}", v[2], v[3]);
-    if with_time {
-        s.push_str(&format!(" {:02}:{:02}:{:02}", v[4], v[5], v[6]));
-        let us = u32::from_le_bytes([v[7], v[8], v[9], v[10]]);
-        if us != 0 {
-            s.push_str(&format!(".{us:06}"));
-        }
-    }
-    Ok(s)
-}
-
-/// A binary-protocol TIME (length 0, 8 or 12: negative, days u32, hour, minute, second,
-/// microseconds u32) as `[-]HH:MM:SS[.ffffff]`, days folded into the hours.
-fn time_text(b: &[u8]) -> Result<String, SqlError> {
-    let mut v = [0u8; 12];
-    if ![0, 8, 12].contains(&b.len()) {
-        return Err(malformed_param());
-    }
-    v[..b.len()].copy_from_slice(b);
-    let days = u64::from(u32::from_le_bytes([v[1], v[2], v[3], v[4]]));
-    let hours = days * 24 + u64::from(v[5]);
-    let mut s = format!(
-        "{}{hours:02}:{:02}:{:02}",
-        if v[0] != 0 { "-" } else { "" },
-        v[6],
-        v[7]
-    );
-    let us = u32::from_le_bytes([v[8], v[9], v[10], v[11]]);
-    if us != 0 {
-        s.push_str(&format!(".{us:06}"));
-    }
-    Ok(s)
-}
-
-#[async_trait]
-impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Shim {
-    type Error = io::Error;
-
-    fn version(&self) -> String {
-        admin::VERSION.to_string()
-    }
-
-    fn connect_id(&self) -> u32 {
-        self.ctx.id
-    }
-
-    fn salt(&self) -> [u8; crate::auth::SCRAMBLE_LEN] {
-        self.ctx.salt
-    }
-
-    async fn on_prepare<'a>(
-        &'a mut self,
-        query: &'a str,
-        info: StatementMetaWriter<'a, W>,
-    ) -> io::Result<()> {
-        let Shim { ctx, st } = self;
-        let st = st.get_mut().expect("connection state");
-        if st.prepared.len() >= MAX_PREPARED {
-            let e = err(
-                ErrorKind::ER_MAX_PREPARED_STMT_COUNT_REACHED,
-                format!(
-                    "Can't create more than max_prepared_stmt_count statements (current value: {MAX_PREPARED})"
-                ),
-            );
-            ctx.count_error(&e);
-            return info.error(e.kind, e.msg.as_bytes()).await;
-        }
-        match sql::plan(query) {
-            // The protocol counts parameters in 16 bits; MySQL refuses more.
-            Ok(p) if p.params > usize::from(u16::MAX) => {
-                let e = err(
-                    ErrorKind::ER_PS_MANY_PARAM,
-                    "Prepared statement contains too many placeholders",
-                );
-                ctx.count_error(&e);
-                info.error(e.kind, e.msg.as_bytes()).await
-            }
-            Ok(p) => {
-                let id = st.next_stmt;
-                st.next_stmt = st.next_stmt.wrapping_add(1).max(1);
-                let params: Vec<Column> = (0..p.params).map(|_| text_col("?")).collect();
-                let cols = result_cols(&p.kind);
-                ctx.params
-                    .lock()
-                    .expect("statement params")
-                    .insert(id, p.params as u16);
-                st.prepared.insert(id, Arc::new(p));
-                info.reply(id, &params, &cols).await
-            }
-            Err(e) => {
-                let e = plan_err(e);
-                ctx.count_error(&e);
-                info.error(e.kind, e.msg.as_bytes()).await
-            }
-        }
-    }
-
-    async fn on_execute<'a>(
-        &'a mut self,
-        id: u32,
-        params: ParamParser<'a>,
-        results: QueryResultWriter<'a, W>,
-    ) -> io::Result<()> {
-        let Shim { ctx, st } = self;
-        let st = st.get_mut().expect("connection state");
-        match st.prepared.get(&id).cloned() {
-            None => {
-                ctx.answer_error(
-                    results,
-                    err(
-                        ErrorKind::ER_UNKNOWN_STMT_HANDLER,
-                        format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
-                    ),
-                )
-                .await
-            }
-            Some(plan) => {
-                let bound: Result<Vec<Lit>, SqlError> = params
-                    .into_iter()
-                    .map(|p| param_lit(p.value.into_inner()))
-                    .collect();
-                match bound {
-                    Ok(bound) => ctx.run_statement(st, &plan, &bound, results).await,
-                    Err(e) => ctx.answer_error(results, e).await,
-                }
-            }
-        }
-    }
-
-    async fn on_close<'a>(&'a mut self, stmt: u32)
-    where
-        W: 'async_trait,
-    {
-        self.st
-            .get_mut()
-            .expect("connection state")
-            .prepared
-            .remove(&stmt);
-        self.ctx
-            .params
-            .lock()
-            .expect("statement params")
-            .remove(&stmt);
-    }
-
-    async fn on_query<'a>(
-        &'a mut self,
-        query: &'a str,
-        results: QueryResultWriter<'a, W>,
-    ) -> io::Result<()> {
-        let Shim { ctx, st } = self;
-        let st = st.get_mut().expect("connection state");
-        match Ctx::text_plan(st, query) {
-            Ok((plan, lits)) => ctx.run_statement(st, &plan, &lits, results).await,
-            Err(e) => ctx.answer_error(results, plan_err(e)).await,
-        }
-    }
-
-    async fn on_init<'a>(&'a mut self, db: &'a str, w: InitWriter<'a, W>) -> io::Result<()> {
-        if let Err(e) = check_database(db) {
-            self.ctx.count_error(&e);
-            return w.error(e.kind, e.msg.as_bytes()).await;
-        }
-        self.st.get_mut().expect("connection state").db = db.to_string();
-        w.ok().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn engine_errors_answer_mysqls_codes() {
-        let code = |e: EngineError| engine_err("sbtest", e).kind as u16;
-        assert_eq!(code(EngineError::NoSuchTable("t".into())), 1146);
-        assert_eq!(code(EngineError::TableExists("t".into())), 1050);
-        assert_eq!(
-            code(EngineError::DuplicateKey {
-                table: "t".into(),
-                id: 1
-            }),
-            1062
-        );
-        assert_eq!(code(EngineError::Deadlock), 1213);
-        assert_eq!(code(EngineError::LockWaitTimeout), 1205);
-        assert_eq!(
-            code(EngineError::Gate(GateError::Overloaded {
-                reason: turnstile::OverloadReason::QueueFull { max_waiting: 8 },
-                waited: Duration::ZERO,
-            })),
-            1205
-        );
-        assert_eq!(
-            code(EngineError::Gate(GateError::TimedOut {
-                waited: Duration::ZERO
-            })),
-            1205
-        );
-        assert_eq!(
-            code(EngineError::Gate(GateError::Cancelled {
-                waited: Duration::ZERO
-            })),
-            1317
-        );
-        assert_eq!(code(EngineError::BadInput("x".into())), 1105);
-        let e = engine_err("sbtest", EngineError::NoSuchTable("t9".into()));
-        assert_eq!(e.msg, "Table 'sbtest.t9' doesn't exist");
-    }
-
-    #[test]
-    fn char_values_lose_trailing_spaces_and_too_long_values_are_refused() {
-        assert_eq!(trim_char(b"abc   "), b"abc");
-        assert_eq!(trim_char(b"   "), b"");
-        assert_eq!(&fixed::<4>("c", b"ab").unwrap(), b"ab  ");
-        assert_eq!(
-            &fixed::<4>("c", b"abcd   ").unwrap(),
-            b"abcd",
-            "spaces cut silently"
-        );
-        let e = fixed::<4>("c", b"abcde").unwrap_err();
-        assert_eq!(
-            (e.kind as u16, e.msg.as_str()),
-            (1406, "Data too long for column 'c' at row 1")
-        );
-    }
-
-    #[test]
-    fn id_ranges_are_clamped_to_stored_ids() {
-        let range = |lo: Lit, hi: Lit| id_range(&lo, &hi).ok().flatten();
-        assert_eq!(range(Lit::Int(-5), Lit::Int(3)), Some((1, 3)));
-        assert_eq!(range(Lit::Int(5), Lit::Int(3)), None);
-        assert_eq!(range(Lit::Null, Lit::Int(3)), None);
-        assert_eq!(
-            range(Lit::Str(b"7".to_vec()), Lit::Int(1 << 40)),
-            Some((7, i32::MAX as u32))
-        );
-        assert_eq!(
-            range(Lit::Num("1.5".into()), Lit::Num("3.5".into())),
-            Some((2, 3))
-        );
-        assert_eq!(id_point(&Lit::Int(-1)).ok().flatten(), None);
-        assert_eq!(id_point(&Lit::Double(5.0)).ok().flatten(), Some(5));
-        assert_eq!(id_point(&Lit::Num("5.5".into())).ok().flatten(), None);
     }
 }

@@ -42,9 +42,17 @@ use turnstile_engine::{CommitMode, Engine, EngineConfig, RowSend};
 
 pub mod admin;
 pub mod auth;
+mod binary_params;
+mod column_values;
 mod conn;
 mod indexes;
 mod metrics_http;
+mod mysql_error;
+mod outcome;
+mod plan_cache;
+mod plan_error;
+mod precheck;
+mod shim;
 pub mod sql;
 pub mod value;
 pub mod wire;
@@ -537,7 +545,7 @@ fn admit<S>(
             let shared = thread_shared;
             shared.stats.connections.fetch_add(1, Ordering::Relaxed);
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                conn::run(&shared, id, stream, login)
+                shim::run(&shared, id, stream, login)
             }));
             if r.is_err() {
                 // The panic message was printed by the panic hook; the connection's guards and

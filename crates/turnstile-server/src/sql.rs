@@ -8,7 +8,8 @@
 //! `SELECT C FROM T WHERE ID = ?`). A statement whose template is not one of them is not
 //! supported (error 1235), so nothing outside the list can be half-understood and answered
 //! wrongly. Statements whose shape varies (INSERT's row list, CREATE TABLE, SET, SHOW, USE,
-//! DROP) are checked on the syntax tree.
+//! DROP) are checked on the syntax tree. The text is checked before it is parsed (executable
+//! comments, expression depth, hex literals) by the `precheck` module.
 
 use std::ops::ControlFlow;
 
@@ -19,6 +20,11 @@ use sqlparser::ast::{
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
+
+pub use crate::plan_error::PlanError;
+use crate::plan_error::{excerpt, not_supported};
+use crate::precheck;
+pub use crate::precheck::{open_executable_comments, MAX_EXPRESSION_DEPTH};
 
 /// A literal value, or a bound parameter's value.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,19 +183,6 @@ pub struct Plan {
     pub params: usize,
 }
 
-/// Why a statement is refused before it runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PlanError {
-    /// Not one of the supported statements (MySQL error 1235).
-    NotSupported(String),
-    /// Not SQL the parser accepts (MySQL error 1064).
-    Syntax(String),
-    /// An INSERT row (numbered from 1) with more or fewer values than columns (MySQL 1136).
-    ValueCount(usize),
-    /// Refused as MySQL refuses it: its error code and message.
-    Mysql(u16, String),
-}
-
 /// The server's one database. MySQL would keep each database's tables apart; rather than let
 /// two names share one set of tables, every other name is unknown (1049).
 pub const DATABASE: &str = "sbtest";
@@ -206,197 +199,10 @@ fn table_name(n: &ObjectName) -> Result<String, PlanError> {
         )),
     }
 }
-
-/// The deepest expression a statement may hold, counted in tokens: at any point of the text,
-/// the tokens since the last separator (`,` `;`) of every parenthesis level still open, plus
-/// the levels themselves. A parsed expression's depth cannot exceed it: each level of the tree
-/// is an operator, a call or a parenthesis with at least one token at its own level or an
-/// enclosing one, and a separator starts a sibling, not a child. sqlparser builds an operator
-/// chain (`a+b+…`, `x IS NULL IS NULL …`, `f(1,2)+f(1,2)+…`) as a left-deep tree without
-/// recursing, but its visitors, printer and the tree's drop recurse once per level, so an
-/// unbounded chain overflowed a connection thread's stack and aborted the process. Separators
-/// inside a call's parentheses end nothing at the call's own level (counting a run that every
-/// comma reset let `POW(1,2)+POW(1,2)+…` through). 2,000 is far beyond any statement this
-/// server runs (sysbench's reach about 20), and the deepest text it admits plans within a
-/// connection thread's stack (`the_deepest_text_admitted_plans_within_a_connection_threads_stack`).
-pub const MAX_EXPRESSION_DEPTH: usize = 2000;
-
-/// Refuses a statement deeper than [`MAX_EXPRESSION_DEPTH`] before it is parsed (the
-/// tokenizer does not recurse). A statement the tokenizer refuses goes on to the parser, which
-/// says why.
-fn check_expression_depth(sql: &str) -> Result<(), PlanError> {
-    use sqlparser::tokenizer::{Token, Tokenizer};
-    let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
-        return Ok(());
-    };
-    // Tokens since the last separator, one entry per open parenthesis level (the first is the
-    // statement's own); `depth` is their sum plus the levels opened.
-    let mut levels: Vec<usize> = vec![0];
-    let mut depth = 0usize;
-    for t in &tokens {
-        match t {
-            Token::Whitespace(_) => continue,
-            Token::Comma | Token::SemiColon => {
-                let run = levels.last_mut().expect("the statement's level");
-                depth -= *run;
-                *run = 0;
-                continue;
-            }
-            Token::RParen if levels.len() > 1 => {
-                depth -= levels.pop().expect("an open level") + 1;
-            }
-            _ => {}
-        }
-        *levels.last_mut().expect("the statement's level") += 1;
-        depth += 1;
-        if matches!(t, Token::LParen) {
-            levels.push(0);
-            depth += 1;
-        }
-        if depth > MAX_EXPRESSION_DEPTH {
-            return Err(not_supported(
-                &format!("an expression deeper than {MAX_EXPRESSION_DEPTH} tokens"),
-                sql,
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// `X'…'` with an odd count of digits is a syntax error in MySQL (only `0x…` is padded); the
-/// tokenizer reads both forms as one token, so the text is checked first.
-fn check_hex_literals(sql: &str) -> Result<(), PlanError> {
-    let b = sql.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if let q @ (b'\'' | b'"' | b'`') = b[i] {
-            let hex = q == b'\''
-                && i > 0
-                && matches!(b[i - 1], b'x' | b'X')
-                && (i < 2 || !(b[i - 2].is_ascii_alphanumeric() || b[i - 2] == b'_'));
-            let start = i + 1;
-            i += 1;
-            while i < b.len() && b[i] != q {
-                i += if b[i] == b'\\' { 2 } else { 1 };
-            }
-            if hex && (i - start) % 2 == 1 {
-                return Err(PlanError::Syntax(format!(
-                    "You have an error in your SQL syntax near '{}'",
-                    excerpt(&sql[start - 2..])
-                )));
-            }
-        }
-        i += 1;
-    }
-    Ok(())
-}
-
-/// MySQL's version this server answers as, for executable comments: `/*!80000 … */` runs on
-/// 8.0.0 and later (`admin::VERSION` is 8.0.0).
-const COMMENT_VERSION: u32 = 80000;
-
-/// MySQL runs the text of an executable comment — `/*! … */`, or `/*!NNNNN … */` on servers
-/// of version NNNNN and later — as part of the statement; sqlparser drops it as a comment,
-/// which silently changed what a statement did (`DELETE … WHERE id = 3 /*! AND k = 999 */`
-/// deleted row 3). Returns the text with each such comment opened (its markers blanked) and
-/// other comments left for the tokenizer; `None` when there is none. Quotes and ordinary
-/// comments are skipped as MySQL's lexer does, so a marker inside a string is text.
-pub fn open_executable_comments(sql: &str) -> Option<String> {
-    let b = sql.as_bytes();
-    if !sql.contains("/*!") {
-        return None;
-    }
-    let mut out = Vec::with_capacity(b.len());
-    let (mut i, mut inside) = (0, false);
-    while i < b.len() {
-        match b[i] {
-            q @ (b'\'' | b'"' | b'`') => {
-                let start = i;
-                i += 1;
-                while i < b.len() {
-                    if b[i] == b'\\' && q != b'`' {
-                        i += 2;
-                    } else if b[i] == q {
-                        i += 1;
-                        if b.get(i) != Some(&q) {
-                            break;
-                        }
-                        i += 1;
-                    } else {
-                        i += 1;
-                    }
-                }
-                out.extend_from_slice(&b[start..i.min(b.len())]);
-                continue;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') && !inside && b.get(i + 2) == Some(&b'!') => {
-                let digits = b[i + 3..].iter().take_while(|c| c.is_ascii_digit()).count();
-                let runs = match digits {
-                    0 => true,
-                    5 | 6 => sql[i + 3..i + 3 + digits]
-                        .parse::<u32>()
-                        .is_ok_and(|v| v <= COMMENT_VERSION),
-                    _ => true, // `/*!1 …`: MySQL reads the digits as text
-                };
-                let skip = if digits == 5 || digits == 6 {
-                    3 + digits
-                } else {
-                    3
-                };
-                if runs {
-                    out.extend(std::iter::repeat_n(b' ', skip));
-                    i += skip;
-                    inside = true;
-                } else {
-                    // A comment for a later version: an ordinary comment.
-                    let end = sql[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
-                    out.extend_from_slice(&b[i..end]);
-                    i = end;
-                }
-                continue;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') && !inside => {
-                let end = sql[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
-                out.extend_from_slice(&b[i..end]);
-                i = end;
-                continue;
-            }
-            b'*' if inside && b.get(i + 1) == Some(&b'/') => {
-                out.extend_from_slice(b"  ");
-                i += 2;
-                inside = false;
-                continue;
-            }
-            b'#' if !inside => {
-                let end = sql[i..].find('\n').map_or(b.len(), |e| i + e);
-                out.extend_from_slice(&b[i..end]);
-                i = end;
-                continue;
-            }
-            b'-' if b.get(i + 1) == Some(&b'-')
-                && b.get(i + 2)
-                    .is_none_or(|c| c.is_ascii_whitespace() || c.is_ascii_control())
-                && !inside =>
-            {
-                let end = sql[i..].find('\n').map_or(b.len(), |e| i + e);
-                out.extend_from_slice(&b[i..end]);
-                i = end;
-                continue;
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    // Only ASCII bytes were replaced, by ASCII spaces: still UTF-8.
-    Some(String::from_utf8(out).expect("ASCII replaced by ASCII"))
-}
-
 /// Parses one statement.
 pub fn plan(sql: &str) -> Result<Plan, PlanError> {
-    let opened = open_executable_comments(sql);
-    let sql = opened.as_deref().unwrap_or(sql);
-    check_expression_depth(sql)?;
-    check_hex_literals(sql)?;
+    let text = precheck::text_to_parse(sql)?;
+    let sql = &*text;
     // Two MySQL forms sqlparser does not read: one this server runs, one it refuses.
     let words: Vec<String> = sql
         .trim()
@@ -543,22 +349,6 @@ pub fn normalize(sql: &str) -> Option<(String, Vec<Lit>)> {
     }
     out.push_str(&sql[copied..]);
     Some((out, lits))
-}
-
-fn excerpt(sql: &str) -> String {
-    let s: String = sql.chars().take(80).collect();
-    if s.len() < sql.len() {
-        format!("{s}…")
-    } else {
-        s
-    }
-}
-
-fn not_supported(what: &str, sql: &str) -> PlanError {
-    PlanError::NotSupported(format!(
-        "turnstile serve does not support {what}: '{}' (see docs/SERVER.md)",
-        excerpt(sql)
-    ))
 }
 
 fn last_ident(n: &ObjectName) -> String {
@@ -1322,36 +1112,14 @@ mod tests {
     }
 
     #[test]
-    fn a_chain_of_twenty_thousand_operators_of_any_kind_is_refused_before_it_is_parsed() {
-        for chain in [
-            format!("SELECT 1{}", "+1".repeat(20_000)),
-            format!("SELECT c FROM t WHERE id = 1{}", " AND id = 1".repeat(600)),
-            // Keyword operators, and chains through parentheses: these overflowed the stack
-            // of a connection thread and aborted the process.
-            format!(
-                "SELECT c FROM sbtest1 WHERE id = 1{}",
-                " IS NULL".repeat(200_000)
-            ),
-            format!(
-                "SELECT c FROM sbtest1 WHERE id = 1{}",
-                " IN (1)".repeat(200_000)
-            ),
-            format!(
-                "SELECT c FROM sbtest1 WHERE id = 1{}",
-                " DIV 1".repeat(200_000)
-            ),
-            // Commas inside each term's call do not end the chain the terms make.
-            format!(
-                "SELECT c FROM sbtest1 WHERE id = POW(1,2){}",
-                "+POW(1,2)".repeat(20_000)
-            ),
-            format!(
-                "SELECT c FROM sbtest1 WHERE id = 1 /*! {} */",
-                "+1".repeat(20_000)
-            ),
-        ] {
-            assert!(refused_as_too_deep(&plan(&chain)), "{:?}", &chain[..60]);
-        }
+    fn a_statement_too_deep_is_refused_before_it_is_parsed() {
+        // The guard's cases are in `precheck`; this one runs through the planner, whose
+        // parser would overflow the stack on it.
+        let chain = format!(
+            "SELECT c FROM sbtest1 WHERE id = 1{}",
+            " IS NULL".repeat(200_000)
+        );
+        assert!(refused_as_too_deep(&plan(&chain)));
     }
 
     #[test]
@@ -1405,21 +1173,6 @@ mod tests {
 
     #[test]
     fn an_executable_comment_is_part_of_the_statement() {
-        assert_eq!(
-            open_executable_comments("DELETE FROM t WHERE id = 3 /*! AND k = 999 */").unwrap(),
-            "DELETE FROM t WHERE id = 3     AND k = 999   "
-        );
-        // A version at or below ours runs; a later one is a comment.
-        assert_eq!(
-            open_executable_comments("SELECT 1 /*!80000 +1 */ /*!99999 +1 */").unwrap(),
-            "SELECT 1          +1    /*!99999 +1 */"
-        );
-        // Markers inside strings and ordinary comments are text.
-        assert_eq!(
-            open_executable_comments("SELECT '/*! x */' /* /*! y */").unwrap(),
-            "SELECT '/*! x */' /* /*! y */"
-        );
-        assert_eq!(open_executable_comments("SELECT 1 /* x */"), None);
         // The statement is what MySQL runs: the condition inside the comment applies.
         for (sql, template) in [
             (

@@ -15,7 +15,7 @@ const PASSWORD: &str = "s3cret";
 
 /// A server where only `USER` with `PASSWORD` logs in.
 fn guarded(tag: &str) -> (Server, std::path::PathBuf) {
-    server_with(tag, |c| {
+    server_with(tag, ROWS, |c| {
         c.user = USER.into();
         c.password = Some(PASSWORD.into());
     })
@@ -78,7 +78,7 @@ fn a_client_without_a_password_when_one_is_required_is_refused_1045_using_passwo
 
 #[test]
 fn without_a_password_configured_any_user_and_password_log_in_on_loopback() {
-    let (s, dir) = server_with("auth-open", |_| {});
+    let (s, dir) = server_with("auth-open", ROWS, |_| {});
     assert_serves(&s, "root", None);
     assert_serves(&s, "anyone", Some("anything"));
     raw_client(&s, "someone", "whatever");
@@ -164,7 +164,7 @@ fn a_non_loopback_address_without_a_password_is_refused_and_with_one_is_served()
             )
         );
     }
-    let (s, dir) = server_with("auth-bind", |c| {
+    let (s, dir) = server_with("auth-bind", ROWS, |c| {
         c.tcp = "0.0.0.0:0".parse().unwrap();
         c.user = USER.into();
         c.password = Some(PASSWORD.into());
@@ -179,7 +179,7 @@ fn a_non_loopback_address_without_a_password_is_refused_and_with_one_is_served()
 #[test]
 fn the_unix_socket_asks_for_the_password_too_and_names_the_client_localhost() {
     let socket = data_dir("auth-socket").with_extension("sock");
-    let (s, dir) = server_with("auth-socket-data", |c| {
+    let (s, dir) = server_with("auth-socket-data", ROWS, |c| {
         c.socket = Some(socket.clone());
         c.user = USER.into();
         c.password = Some(PASSWORD.into());

@@ -1,6 +1,8 @@
 //! `turnstile serve` driven by a real MySQL client (the `mysql` crate) and by raw sockets.
 //! Every test starts its own server on port 0 in its own data directory.
 
+mod raw_client;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -8,35 +10,16 @@ use std::time::{Duration, Instant};
 
 use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder};
+use raw_client::{closed, data_dir, err_code, read_packet, server_with, write_packet};
 use turnstile::{GateConfig, Policy};
 use turnstile_engine::schema::Row;
-use turnstile_server::{Server, ServerConfig};
+use turnstile_server::Server;
 
 const ROWS: u32 = 1000;
 
-fn data_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("turnstile-server-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-/// A server on a free port with table sbtest1 of `ROWS` rows, quiet.
-fn server_with(tag: &str, f: impl FnOnce(&mut ServerConfig)) -> (Server, PathBuf) {
-    let dir = data_dir(tag);
-    let mut c = ServerConfig::new(&dir);
-    c.tcp = "127.0.0.1:0".parse().unwrap();
-    c.gate = GateConfig::new(Policy::Classic).limit(4);
-    c.log = false;
-    f(&mut c);
-    let s = Server::start(c).unwrap();
-    s.engine()
-        .ensure_table("sbtest1", ROWS, &mut |_, _| {})
-        .unwrap();
-    (s, dir)
-}
-
+/// A server with table sbtest1 of `ROWS` rows.
 fn server(tag: &str) -> (Server, PathBuf) {
-    server_with(tag, |_| {})
+    server_with(tag, ROWS, |_| {})
 }
 
 fn opts(s: &Server) -> OptsBuilder {
@@ -709,7 +692,7 @@ fn a_table_without_a_database_selected_is_error_1046_as_in_mysql() {
 
 #[test]
 fn a_setting_the_policy_in_force_does_not_read_is_refused_naming_it() {
-    let (s, dir) = server_with("not-for-policy", |c| c.gate = GateConfig::default());
+    let (s, dir) = server_with("not-for-policy", ROWS, |c| c.gate = GateConfig::default());
     let mut c = connect(&s);
     match c.query_drop("SET GLOBAL turnstile_tickets = 100") {
         Err(mysql::Error::MySqlError(e)) => {
@@ -906,37 +889,9 @@ fn raw_client(s: &Server) -> TcpStream {
     t
 }
 
-fn write_packet(t: &mut TcpStream, seq: u8, body: &[u8]) {
-    let mut p = (body.len() as u32).to_le_bytes()[..3].to_vec();
-    p.push(seq);
-    p.extend_from_slice(body);
-    t.write_all(&p).unwrap();
-}
-
-/// One packet's body; `None` at end of stream.
-fn read_packet(t: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut h = [0u8; 4];
-    t.read_exact(&mut h).ok()?;
-    let len = h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16;
-    let mut b = vec![0u8; len];
-    t.read_exact(&mut b).ok()?;
-    Some(b)
-}
-
-fn err_code(p: &[u8]) -> u16 {
-    assert_eq!(p[0], 0xff, "an ERR packet: {p:?}");
-    u16::from_le_bytes([p[1], p[2]])
-}
-
-/// The peer closed: end of stream or a reset.
-fn closed(t: &mut TcpStream) -> bool {
-    let mut b = [0u8; 1];
-    matches!(t.read(&mut b), Ok(0) | Err(_))
-}
-
 #[test]
 fn malformed_packets_close_that_connection_and_the_others_are_served() {
-    let (s, dir) = server_with("malformed", |c| c.max_packet = 1 << 20);
+    let (s, dir) = server_with("malformed", ROWS, |c| c.max_packet = 1 << 20);
     let mut good = connect(&s);
     // An unknown command: 1047, and the connection goes on (as MySQL).
     let mut t = raw_client(&s);
@@ -990,7 +945,7 @@ fn malformed_packets_close_that_connection_and_the_others_are_served() {
 
 #[test]
 fn a_client_silent_past_the_connect_timeout_is_disconnected_and_one_that_logged_in_is_not() {
-    let (s, dir) = server_with("connect-timeout", |c| {
+    let (s, dir) = server_with("connect-timeout", ROWS, |c| {
         c.connect_timeout = Duration::from_millis(200)
     });
     let mut silent = TcpStream::connect(s.tcp_addr()).unwrap();
@@ -1014,7 +969,7 @@ fn a_client_silent_past_the_connect_timeout_is_disconnected_and_one_that_logged_
 
 #[test]
 fn a_first_packet_numbered_zero_does_not_count_as_logged_in_and_an_idle_session_times_out() {
-    let (s, dir) = server_with("connect-bypass", |c| {
+    let (s, dir) = server_with("connect-bypass", ROWS, |c| {
         c.connect_timeout = Duration::from_millis(200);
         c.wait_timeout = Duration::from_millis(600);
     });
@@ -1037,7 +992,7 @@ fn a_first_packet_numbered_zero_does_not_count_as_logged_in_and_an_idle_session_
 
 #[test]
 fn a_client_that_stops_reading_a_result_is_disconnected_and_its_slot_freed() {
-    let (s, dir) = server_with("stalled-reader", |c| {
+    let (s, dir) = server_with("stalled-reader", ROWS, |c| {
         c.gate = GateConfig::new(Policy::Classic).limit(1).tickets(1_000_000);
         c.net_write_timeout = Duration::from_millis(300);
     });
@@ -1063,7 +1018,7 @@ fn a_client_that_stops_reading_a_result_is_disconnected_and_its_slot_freed() {
 
 #[test]
 fn long_data_past_max_allowed_packet_is_refused_and_closes_that_connection() {
-    let (s, dir) = server_with("long-data", |c| c.max_packet = 1 << 20);
+    let (s, dir) = server_with("long-data", ROWS, |c| c.max_packet = 1 << 20);
     let mut t = raw_client(&s);
     let mut prep = vec![0x16u8];
     prep.extend_from_slice(b"SELECT c FROM sbtest1 WHERE id=?");
@@ -1094,7 +1049,7 @@ fn long_data_past_max_allowed_packet_is_refused_and_closes_that_connection() {
 
 #[test]
 fn an_oversized_packet_is_refused_and_only_that_connection_closes() {
-    let (s, dir) = server_with("oversized", |c| c.max_packet = 1 << 20);
+    let (s, dir) = server_with("oversized", ROWS, |c| c.max_packet = 1 << 20);
     let mut good = connect(&s);
     let max: Option<u64> = good.query_first("SELECT @@max_allowed_packet").unwrap();
     assert_eq!(max, Some(1 << 20), "the limit in force is reported");
@@ -1154,7 +1109,7 @@ fn a_client_gone_mid_transaction_has_it_rolled_back_and_its_row_locks_released()
 
 #[test]
 fn a_client_gone_mid_statement_frees_its_gate_slot() {
-    let (s, dir) = server_with("disconnect-stmt", |c| {
+    let (s, dir) = server_with("disconnect-stmt", ROWS, |c| {
         c.gate = GateConfig::new(Policy::Classic).limit(1).tickets(1)
     });
     s.engine()
@@ -1190,7 +1145,7 @@ fn a_unix_socket_connection_runs_queries() {
     let sock = data_dir("sock").with_extension("sock");
     // A stale file where the socket goes is removed on start.
     std::fs::write(&sock, b"stale").unwrap();
-    let (s, dir) = server_with("unix", |c| c.socket = Some(sock.clone()));
+    let (s, dir) = server_with("unix", ROWS, |c| c.socket = Some(sock.clone()));
     let mut c = Conn::new(
         OptsBuilder::new()
             .socket(Some(sock.to_str().unwrap()))
@@ -1208,7 +1163,7 @@ fn a_unix_socket_connection_runs_queries() {
 
 #[test]
 fn connections_over_max_connections_are_refused_with_1040() {
-    let (s, dir) = server_with("maxconn", |c| c.max_connections = 3);
+    let (s, dir) = server_with("maxconn", ROWS, |c| c.max_connections = 3);
     let conns: Vec<Conn> = (0..3).map(|_| connect(&s)).collect();
     match Conn::new(opts(&s)) {
         Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1040),
@@ -1289,7 +1244,7 @@ fn http(addr: std::net::SocketAddr, request: &str) -> String {
 
 #[test]
 fn idle_connections_to_the_metrics_port_take_at_most_sixteen_threads_and_scrapes_go_on_after() {
-    let (s, dir) = server_with("metrics-idle", |c| {
+    let (s, dir) = server_with("metrics-idle", ROWS, |c| {
         c.metrics = Some("127.0.0.1:0".parse().unwrap());
     });
     let m = s.metrics_addr().expect("metrics configured");
@@ -1341,7 +1296,7 @@ fn idle_connections_to_the_metrics_port_take_at_most_sixteen_threads_and_scrapes
 
 #[test]
 fn a_prometheus_scrape_shows_the_gate_the_commit_mutex_and_the_engines_counters() {
-    let (s, dir) = server_with("metrics", |c| {
+    let (s, dir) = server_with("metrics", ROWS, |c| {
         c.metrics = Some("127.0.0.1:0".parse().unwrap());
     });
     let m = s.metrics_addr().expect("metrics configured");

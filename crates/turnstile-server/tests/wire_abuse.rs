@@ -43,7 +43,7 @@ fn long_data(stmt: u32, n: usize) -> Vec<u8> {
 
 #[test]
 fn a_command_not_numbered_zero_right_after_login_is_refused_1156_and_closed() {
-    let (s, dir) = server_with("abuse-numbering", |_| {});
+    let (s, dir) = server_with("abuse-numbering", ROWS, |_| {});
     let query = b"\x03SELECT c FROM sbtest1 WHERE id=1".to_vec();
     let prepare = b"\x16SELECT c FROM sbtest1 WHERE id=?".to_vec();
     for (seq, cmd) in [
@@ -70,7 +70,7 @@ fn long_data_without_end_is_refused_once_it_passes_max_allowed_packet() {
     // packet that takes the statement's long data past 4 MiB, before reading its body.
     const MAX: usize = 4 << 20;
     const PACKET: usize = 1 << 20;
-    let (s, dir) = server_with("abuse-long-data", |c| c.max_packet = MAX);
+    let (s, dir) = server_with("abuse-long-data", ROWS, |c| c.max_packet = MAX);
     for numbered_zero in [true, false] {
         let mut t = raw_client(&s, "root", "");
         let stmt = prepare(&mut t, "SELECT c FROM sbtest1 WHERE id=?");
@@ -111,7 +111,7 @@ fn long_data_without_end_is_refused_once_it_passes_max_allowed_packet() {
 
 #[test]
 fn long_data_for_a_statement_never_prepared_is_dropped_and_the_connection_goes_on() {
-    let (s, dir) = server_with("abuse-long-data-unknown", |_| {});
+    let (s, dir) = server_with("abuse-long-data-unknown", ROWS, |_| {});
     let mut t = raw_client(&s, "root", "");
     write_packet(&mut t, 0, &long_data(77, 1000));
     write_packet(&mut t, 0, b"\x0e"); // COM_PING
@@ -122,7 +122,7 @@ fn long_data_for_a_statement_never_prepared_is_dropped_and_the_connection_goes_o
 
 #[test]
 fn a_statement_or_database_name_that_is_not_utf8_is_answered_1366_and_the_connection_goes_on() {
-    let (s, dir) = server_with("abuse-utf8", |_| {});
+    let (s, dir) = server_with("abuse-utf8", ROWS, |_| {});
     let mut t = raw_client(&s, "root", "");
     for (what, cmd) in [
         ("query", &b"\x03SELECT 'caf\xe9'"[..]),
@@ -160,7 +160,7 @@ fn a_statement_or_database_name_that_is_not_utf8_is_answered_1366_and_the_connec
 fn a_statement_longer_than_a_packet_with_a_bad_byte_in_its_second_packet_is_answered_1366() {
     // The text is checked whole, across its packets (a packet carries at most 16 MiB - 1).
     const FULL: usize = 0xFF_FFFF;
-    let (s, dir) = server_with("abuse-utf8-long", |_| {});
+    let (s, dir) = server_with("abuse-utf8-long", ROWS, |_| {});
     let mut t = raw_client(&s, "root", "");
     let mut first = b"\x03SELECT c FROM sbtest1 WHERE id=1 /* ".to_vec();
     first.resize(FULL, b'x');
@@ -181,7 +181,7 @@ fn a_statement_longer_than_a_packet_with_a_bad_byte_in_its_second_packet_is_answ
 
 #[test]
 fn login_packets_misnumbered_malformed_or_too_long_are_refused_and_closed() {
-    let (s, dir) = server_with("abuse-login", |_| {});
+    let (s, dir) = server_with("abuse-login", ROWS, |_| {});
     let good = handshake_response("root", &[7; 20], "mysql_native_password");
     // (sequence number, packet bytes after the header's length, expected error)
     let cases: [(u8, Vec<u8>, u16); 3] = [

@@ -15,7 +15,8 @@ use mysql::{Conn, OptsBuilder};
 use turnstile::{GateConfig, Policy};
 use turnstile_server::{Server, ServerConfig};
 
-/// Rows of the table `sbtest1` every test server has.
+/// Rows of the table `sbtest1` in the servers of the tests that speak the protocol byte by
+/// byte (they read little of it).
 pub const ROWS: u32 = 10;
 
 /// A fresh data directory for the test `tag`.
@@ -25,8 +26,9 @@ pub fn data_dir(tag: &str) -> PathBuf {
     d
 }
 
-/// A quiet server on a free loopback port with table `sbtest1`, configured by `f`.
-pub fn server_with(tag: &str, f: impl FnOnce(&mut ServerConfig)) -> (Server, PathBuf) {
+/// A quiet server on a free loopback port with table `sbtest1` of `rows` rows, configured by
+/// `f`, in a fresh data directory for the test `tag`.
+pub fn server_with(tag: &str, rows: u32, f: impl FnOnce(&mut ServerConfig)) -> (Server, PathBuf) {
     let dir = data_dir(tag);
     let mut c = ServerConfig::new(&dir);
     c.tcp = "127.0.0.1:0".parse().unwrap();
@@ -35,7 +37,7 @@ pub fn server_with(tag: &str, f: impl FnOnce(&mut ServerConfig)) -> (Server, Pat
     f(&mut c);
     let s = Server::start(c).unwrap();
     s.engine()
-        .ensure_table("sbtest1", ROWS, &mut |_, _| {})
+        .ensure_table("sbtest1", rows, &mut |_, _| {})
         .unwrap();
     (s, dir)
 }
