@@ -263,9 +263,17 @@ mod tests {
         assert!(r.fast_path.semaphore_admission_ns > 0.0);
         assert_eq!(r.fast_path.gate_samples_ns.len(), 2);
         assert_eq!(r.load.len(), 2);
+        assert_eq!(r.load[0].variant, "turnstile-async");
+        assert_eq!(r.load[1].variant, "tokio-semaphore");
         for l in &r.load {
+            assert_eq!((l.tasks, l.limit), (8, 2), "{l:?}");
             assert!(l.max_inside <= 2, "{l:?}");
-            assert!(l.throughput_per_s > 0.0, "{l:?}");
+            // How many statements land in a 30 ms window depends on the machine's load (a
+            // busy machine may run none there): the figure is checked for form, not size.
+            assert!(
+                l.throughput_per_s.is_finite() && l.throughput_per_s >= 0.0,
+                "{l:?}"
+            );
         }
     }
 }

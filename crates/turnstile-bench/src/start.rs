@@ -5,10 +5,9 @@
 //! The workers are released one `unpark` each and read the outcome from an atomic, never
 //! from under a lock: a condvar's `notify_all` would wake them all onto its mutex, which
 //! lets them go one at a time, each after the one before got a CPU, runs and unlocks. With
-//! the first ones released already filling the CPUs, that chain is slow: measured on a
-//! 16-CPU machine (`repro oltp --threads 1024`, 2026-11-27), up to 472 of 1024 clients had
-//! not crossed a condvar start line after the 0.5 s warm-up and the 2 s window, so they
-//! completed nothing and counted as starved.
+//! the first ones released already filling the CPUs, that chain is slow: at 1024 clients,
+//! hundreds may not have crossed a condvar start line by the end of a point's window, and
+//! would count as starved (docs/BENCHMARKS.md).
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};

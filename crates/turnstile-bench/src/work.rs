@@ -10,9 +10,8 @@ pub fn iterations_per_us() -> f64 {
     static CAL: OnceLock<f64> = OnceLock::new();
     *CAL.get_or_init(|| {
         // 20 ms of spinning first: a CPU coming out of idle runs at a lower clock for a
-        // while. Measured on the 2-core VM: after 50 ms idle, 22 of 40 one-off 1 ms readings
-        // gave 951-1,500 iterations/us against 1,847 back to back, and the reading is kept
-        // for the whole process (a "1 us" hold then meant up to 2x the work between runs).
+        // while, and the reading is kept for the whole process (a cold reading would make a
+        // "1 us" hold mean different work from run to run).
         let warm_up = Duration::from_millis(20);
         let (t, mut n) = (Instant::now(), 0u64);
         while t.elapsed() < warm_up {

@@ -25,8 +25,8 @@ pub enum Repro {
     /// Seed 000 extended: two full scans beside 16 point-select sessions through one gate,
     /// the scans' slowdown and the point selects' latency per policy and tickets.
     Mixed(MixedArgs),
-    /// All four with defaults that finish within 10 minutes on two cores (300 s measured),
-    /// writing a report folder (report.md, SVG charts, results.json).
+    /// All four with defaults that finish within 10 minutes on two cores, writing a report
+    /// folder (report.md, SVG charts, results.json).
     All(AllArgs),
 }
 
@@ -176,7 +176,7 @@ pub struct OltpArgs {
     client: String,
     /// Repeat the whole sweep this many times (1–100): each point reports the repetition with
     /// the median TPS (with an even count, the lower of the two middle ones), the table shows the lowest and highest beside it, and the JSON every
-    /// repetition's TPS (`tps_reps`). One 2 s point moves by ±5–10 % on a shared machine. Every
+    /// repetition's TPS (`tps_reps`). One 2 s point moves by several per cent on a shared machine. Every
     /// sweep runs all settings at one thread count before the next, so the settings compared at
     /// a thread count ran seconds apart.
     #[arg(long, default_value_t = 1)]
@@ -207,7 +207,7 @@ pub struct PileupArgs {
     seconds: Option<f64>,
     /// Repeat the whole sweep this many times (1–100) and add the medians: each ratio to the
     /// first table count is taken within its repetition. On a shared machine one run's ratio
-    /// can move by 2 × between runs.
+    /// can move widely between runs.
     #[arg(long, default_value_t = 1)]
     reps: usize,
     /// Folder for the charts.

@@ -543,7 +543,7 @@ fn read_repro(path: &Path) -> Result<Vec<RealPoint>, String> {
 }
 
 /// `auto` against the best of the fixed limits run beside it (`auto@L`), at each thread
-/// count both ran: the "≥ 95 % of the best fixed limit" in the model. Empty unless
+/// count both ran: the target "≥ 95 % of the best fixed limit" in the model. Empty unless
 /// the report has `auto` and at least one `auto@L`.
 fn versus_fixed(r: &scenarios::OltpReport) -> String {
     let mut s = String::new();

@@ -10,9 +10,10 @@
 //! The header gives the transaction's XID, the body's length in bytes and a CRC-32 (IEEE) of
 //! the header up to the checksum (`xid 42 len 37 `) followed by the body, so a record torn by
 //! a crash (a short header, a short body, a checksum that does not match) is detected, and so
-//! is a damaged XID or length (which would otherwise commit another transaction on recovery).
-//! Records written before 2026-11-27 checksum the body alone; they are still read; [`parse`] stops there and reports where the valid prefix ends, and
-//! recovery truncates the file to it. Body lines are `insert <table> <id> <k>`,
+//! is a damaged XID or length (which would otherwise commit another transaction on recovery):
+//! [`parse`] stops at the first such record and reports where the valid prefix ends, and
+//! recovery truncates the file to it. Records of the older format, whose checksum covers the
+//! body alone, are still read. Body lines are `insert <table> <id> <k>`,
 //! `update <table> <id> <k>` and `delete <table> <id>`: the row ids and the indexed column, not
 //! full row images (the full rows of a transaction being committed are in the table store's
 //! prepared record, which recovery redoes).
@@ -149,8 +150,8 @@ fn parse_one(data: &[u8]) -> Option<(BinlogRecord, usize)> {
     let len: usize = f[3].parse().ok()?;
     let crc = u32::from_str_radix(f[5], 16).ok()?;
     let body = data.get(nl + 1..(nl + 1).checked_add(len)?)?;
-    // The header up to the checksum, then the body; or (records before 2026-11-27) the body
-    // alone. A record written with the first cannot pass as the second but by a 2^-32 chance.
+    // The header up to the checksum, then the body; or (the older format) the body alone. A
+    // record written with the first cannot pass as the second but by a 2^-32 chance.
     let covered = &header.as_bytes()[..header.len() - f[5].len() - "crc ".len()];
     if crc32(&[covered, body].concat()) != crc && crc32(body) != crc {
         return None;

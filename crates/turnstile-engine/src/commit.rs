@@ -503,15 +503,11 @@ impl Engine {
     /// again, for at most one last fsync's time, preparing each arrival as it comes. Without
     /// that wait, groups alternate: the members of one group get their result just as the next
     /// group is taken, so each group holds only the sessions that queued during the previous
-    /// one (half of the committers: 8 per fsync with 16 inserting sessions, measured with
-    /// `repro pileup`). The bound: N committers in one group commit N per fsync plus wait,
-    /// two alternating groups N per two fsyncs, so waiting pays while it is shorter than one
-    /// fsync. Measured on the 2-core machine with 16 inserting sessions under the classic
-    /// gate (`repro pileup --tables 1,16 --seconds 10`, three runs each): a quarter fsync gave
-    /// groups of 8.3-11.4, half 13.0-14.7 (6.2-8.1 × the 1-table rate, median 6.8), a whole
-    /// fsync 15.4-15.8 (6.9-8.6 ×, median 8.1). With a fast disk the wait is a fraction of a
-    /// millisecond. (MariaDB's
-    /// `binlog_commit_wait_count` / `binlog_commit_wait_usec` and MySQL 5.7's
+    /// one (about half of the committers). The bound: N committers in one group commit N per
+    /// fsync plus wait, two alternating groups N per two fsyncs, so waiting pays while it is
+    /// shorter than one fsync; a whole fsync's wait gathered the largest groups
+    /// (docs/BENCHMARKS.md). With a fast disk the wait is a fraction of a millisecond.
+    /// (MariaDB's `binlog_commit_wait_count` / `binlog_commit_wait_usec` and MySQL 5.7's
     /// `binlog_group_commit_sync_delay` are the same wait as settings; here it sets itself.)
     fn commit_group(&self, p: Pending) -> Result<()> {
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());

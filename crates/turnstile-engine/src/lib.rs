@@ -206,9 +206,9 @@ pub struct EngineConfig {
     /// Extra delay inside every binlog fsync, emulating a slow disk (`--fsync-ms`).
     pub fsync_delay: Duration,
     /// Extra CPU spent inside the engine for every row a cursor or point select fetches, in
-    /// the caller's call (a busy loop), emulating costlier rows: seed 001's 2009 Xeon spent
-    /// ~2.5 µs a row (its peak TPS over its rows) where this engine spends ~0.15 µs
-    /// (`turnstile calibrate --oltp`). `repro oltp --row-work-ns`. Zero: none.
+    /// the caller's call (a busy loop), emulating costlier rows: seed 001's server spent over
+    /// ten times this engine's CPU a row (its peak TPS over its rows, against `turnstile
+    /// calibrate --oltp`; docs/SIMULATOR.md). `repro oltp --row-work-ns`. Zero: none.
     pub row_work: Duration,
 }
 

@@ -131,9 +131,12 @@ typedef struct ts_mutex ts_mutex;
 // `TS_ERR_BUSY` and does nothing (a cheap check; it is not a lock to rely on). The exceptions
 // are `ts_session_cancel`, which any thread may call at any time while the session lives, and
 // `ts_session_free`, which must not overlap any other call on the session. Under `auto`, a
-// thread that blocks on a `ts_mutex` lends the slot of the session it last called (the
-// automatic step-out): a session that moved keeps its slot, and the lending moves with it at
-// its next call on the new thread (until then, the old thread's waits may lend it).
+// thread that blocks on a `ts_mutex` lends its session's slot (the automatic step-out) only
+// while it runs one of the session's calls (`ts_enter` … `ts_exit`). A thread that blocks
+// between the session's calls lends nothing, nor does a thread the session has moved away
+// from: the session keeps its slot, and only the thread running its next call may lend it.
+// (A call moved to another thread between its `ts_enter` and `ts_exit` may be lent by the
+// thread that entered it until that call's exit.)
 //
 // **Calls**: `ts_enter` … `ts_exit` brackets one call into the engine (one row). After an
 // admission the session keeps its slot between calls while tickets remain; `ts_force_exit`
@@ -349,10 +352,11 @@ ts_mutex *ts_mutex_new(void);
 void ts_mutex_free(ts_mutex *m);
 
 // Locks, waiting as long as it takes. Returns `TS_OK`, `TS_ERR_DEADLOCK` (the calling thread
-// already holds it; nothing done) or `TS_ERR_NULL`. Under an `auto` gate, a thread inside a
-// call lends its session's slot while it waits here, and takes it back once it has the lock:
-// with the gate at twice its limit, that takes the next free slot (first in line), so this
-// call may also wait for the gate.
+// already holds it; nothing done) or `TS_ERR_NULL`. Under an `auto` gate, a thread running a
+// call of its session (`ts_enter` … `ts_exit`) lends the session's slot while it waits here
+// (between calls it lends nothing), and takes it back once it has the lock: with the gate at
+// twice its limit, that takes the next free slot (first in line), so this call may also wait
+// for the gate.
 //
 // # Safety
 // `m` is NULL or a live mutex.

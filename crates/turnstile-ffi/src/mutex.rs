@@ -63,10 +63,11 @@ pub unsafe extern "C" fn ts_mutex_free(m: *mut ts_mutex) {
 }
 
 /// Locks, waiting as long as it takes. Returns `TS_OK`, `TS_ERR_DEADLOCK` (the calling thread
-/// already holds it; nothing done) or `TS_ERR_NULL`. Under an `auto` gate, a thread inside a
-/// call lends its session's slot while it waits here, and takes it back once it has the lock:
-/// with the gate at twice its limit, that takes the next free slot (first in line), so this
-/// call may also wait for the gate.
+/// already holds it; nothing done) or `TS_ERR_NULL`. Under an `auto` gate, a thread running a
+/// call of its session (`ts_enter` … `ts_exit`) lends the session's slot while it waits here
+/// (between calls it lends nothing), and takes it back once it has the lock: with the gate at
+/// twice its limit, that takes the next free slot (first in line), so this call may also wait
+/// for the gate.
 ///
 /// # Safety
 /// `m` is NULL or a live mutex.

@@ -50,9 +50,12 @@ impl ts_wait_reason {
 /// `TS_ERR_BUSY` and does nothing (a cheap check; it is not a lock to rely on). The exceptions
 /// are `ts_session_cancel`, which any thread may call at any time while the session lives, and
 /// `ts_session_free`, which must not overlap any other call on the session. Under `auto`, a
-/// thread that blocks on a `ts_mutex` lends the slot of the session it last called (the
-/// automatic step-out): a session that moved keeps its slot, and the lending moves with it at
-/// its next call on the new thread (until then, the old thread's waits may lend it).
+/// thread that blocks on a `ts_mutex` lends its session's slot (the automatic step-out) only
+/// while it runs one of the session's calls (`ts_enter` … `ts_exit`). A thread that blocks
+/// between the session's calls lends nothing, nor does a thread the session has moved away
+/// from: the session keeps its slot, and only the thread running its next call may lend it.
+/// (A call moved to another thread between its `ts_enter` and `ts_exit` may be lent by the
+/// thread that entered it until that call's exit.)
 ///
 /// **Calls**: `ts_enter` … `ts_exit` brackets one call into the engine (one row). After an
 /// admission the session keeps its slot between calls while tickets remain; `ts_force_exit`

@@ -1,6 +1,6 @@
 //! A deterministic discrete-event simulator of an N-core machine that runs turnstile's gate
 //! policies — the same `turnstile::policy` decision cores as the real gate — so that 8 to 128
-//! cores and 1024 threads can be reasoned about on a two-core box.
+//! cores and 1024 threads can be reasoned about on a small machine.
 //!
 //! * [`machine`]: cores, time slice, context-switch cost, wake-up latency (a base plus a part
 //!   that grows with runnable threads per core), timer slack; every default with its reason.

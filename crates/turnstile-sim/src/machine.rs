@@ -1,8 +1,8 @@
 //! The simulated machine's parameters, each with its default and the source of that default.
 //!
-//! The defaults are the development VM's calibration (`turnstile calibrate`, 2 vCPUs, recorded
-//! in `docs/results/calibration/`) for everything a machine measures, and cited values for the
-//! scheduler's settings. `turnstile calibrate --out FILE` writes a `[machine]` table of exactly
+//! The defaults are a calibration recorded in `docs/results/calibration/` (`turnstile
+//! calibrate`) for everything a machine measures, and cited values for the scheduler's
+//! settings. `turnstile calibrate --out FILE` writes a `[machine]` table of exactly
 //! these fields for the machine it runs on; `turnstile sim … --machine FILE` loads it.
 
 use serde::{Deserialize, Serialize};
@@ -172,8 +172,8 @@ impl MachineConfig {
         }
         const MAX: u64 = 10_000_000_000;
         // A slice shorter than 10 µs is no scheduler's (Linux's shortest granularity is
-        // 0.75 ms), and costs an event per slice per busy core: `4`, meant as ms, made a
-        // default point take hours.
+        // 0.75 ms), and costs an event per slice per busy core: `4`, meant as ms, would make
+        // a default point take hours.
         if self.time_slice_ns != 0 && self.time_slice_ns < 10_000 {
             return Err(format!(
                 "time_slice_ns = {} must be 0 (run to completion) or at least 10,000 ns",

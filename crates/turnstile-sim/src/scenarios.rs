@@ -194,8 +194,8 @@ pub fn mva_check(p: &MvaParams) -> Result<MvaReport, String> {
 // Seed 000
 
 /// A scenario's `[machine]` table read over the scenario's own machine `base`: the fields it
-/// leaves out keep `base`'s values. (`MachineConfig`'s own defaults, 8 cores, filled them in:
-/// `[machine] wake_base_ns = 5000` made a 4-core scenario run on 8 cores.)
+/// leaves out keep `base`'s values, not `MachineConfig`'s own defaults (8 cores), so that a
+/// table naming one field does not move a 4-core scenario to 8 cores.
 fn machine_over<'de, D: serde::Deserializer<'de>>(
     base: MachineConfig,
     d: D,
@@ -1290,13 +1290,13 @@ mod tests {
         // 64 clients on 2 cores: the queue never empties. A transaction (BEGIN ... COMMIT)
         // queues for its first statement; its later ones come back by the rule after a wait
         // (a free slot, an extra place, or the head of the queue), so fewer than half of its
-        // admissions queue (every one did before the rule), and the clients still complete
+        // admissions queue (without the rule every one would), and the clients still complete
         // alike (nobody starved, Jain's index over per-client completions above 0.9).
         // The transaction is this engine's (`docs/results/sim/oltp-2core.toml`: rows of
         // 0.12 µs, ~0.7 ms of CPU), which fits in one quantum: the seed's (~11 ms) does not,
         // and gives its slot up at quantum ends to those it locks out (the real engine with
-        // seed-like rows, `repro oltp --row-work-ns 2350`, queues ~9.5 times a transaction
-        // at 64–256 clients whatever the limit).
+        // seed-like rows, `repro oltp --row-work-ns 2350`, queues several times a transaction
+        // whatever the limit).
         let m = MachineConfig {
             cores: 2,
             ..MachineConfig::default()
@@ -1608,8 +1608,8 @@ mod tests {
 
     #[test]
     fn a_partial_machine_table_changes_only_its_fields_of_the_scenarios_machine() {
-        // The 4-core scenarios ran on 8 cores (the machine's own default) once a
-        // `[machine]` table named any field.
+        // A `[machine]` table naming any field must not move a 4-core scenario onto the
+        // machine's own default of 8 cores.
         let p: PileupParams = toml::from_str("[machine]\nwake_base_ns = 5000\n").unwrap();
         assert_eq!(p.machine.cores, PileupParams::default().machine.cores);
         assert_eq!(p.machine.wake_base_ns, 5000);

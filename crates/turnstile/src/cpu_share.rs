@@ -4,9 +4,7 @@
 //! nobody declared: more slots would use the idle CPUs) from CPUs that are busy. A CPU the
 //! process does not use may be idle, or busy with another process: the process's CPU clock
 //! cannot tell them apart, and taking another process's share for idle raised the limit until
-//! every session was inside (`repro mixed` beside two CPU-bound processes: the limit went
-//! from the lane of 3 to 16–19 and the scans took 12.5–14 × a lone scan; see
-//! docs/results/auto/README.md).
+//! every session was inside (`repro mixed` beside CPU-bound processes; docs/BENCHMARKS.md).
 //!
 //! The kernel counts each CPU's idle time in `/proc/stat` (`idle` + `iowait`, in USER_HZ
 //! ticks). Over a span, the CPUs of the process's affinity set less their idle time less the

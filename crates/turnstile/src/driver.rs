@@ -126,12 +126,12 @@ impl Driver {
 
     /// Precise nanoseconds since the gate was created (never 0): the one clock of `auto`'s
     /// decisions, its waiters' queueing times and its holders' quanta alike, so they compare
-    /// (until 2026-11-26 the quanta were timed from the process's first reading, so a gate
-    /// created later saw every waiter as queued before any quantum began). Read on slow
+    /// (quanta timed from another origin, such as the process's first reading, would make a
+    /// gate created later see every waiter as queued before any quantum began). Read on slow
     /// paths and once per chunk of calls, never on a ticket re-entry. Not the coarse clock:
-    /// it moves once per scheduler tick, every 4 ms on a 250 Hz kernel (the development
-    /// VM's), too coarse to time a quantum. Under loom a constant, as `clock::coarse_ns`:
-    /// `auto` decides on it, and a model must be deterministic.
+    /// it moves once per scheduler tick, every 4 ms on a 250 Hz kernel, too coarse to time a
+    /// quantum. Under loom a constant, as `clock::coarse_ns`: `auto` decides on it, and a
+    /// model must be deterministic.
     pub(crate) fn precise_ns(&self) -> u64 {
         if cfg!(loom) {
             return 1;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use turnstile::{Condvar, Mutex};
 
 /// How long the tests wait for progress before calling it a lost wake-up: far beyond any
-/// scheduling delay on a loaded 2-core machine, short enough that a hang fails the run.
+/// scheduling delay on a loaded machine with few cores, short enough that a hang fails the run.
 const STALL: Duration = Duration::from_secs(20);
 
 /// Joins `handles`, panicking if `progress` stays unchanged for [`STALL`] while some still run.

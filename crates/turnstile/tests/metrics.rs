@@ -631,8 +631,8 @@ fn churn(gate: &Gate, threads: usize, statements: usize, work: std::time::Durati
 fn every_slot_handed_to_a_waiter_is_counted_once_whichever_path_hands_it() {
     // A released wait's wake latency is recorded exactly once per hand-off it finished (no
     // waits are cancelled or time out here), so the two counts must agree. Under adaptive
-    // `auto` the controller's raises and stall checks hand slots too: those were not counted
-    // (3-20 % missing in short runs) while only an exit's first release was.
+    // `auto` the controller's raises and stall checks hand slots too, and must be counted as
+    // an exit's release is.
     for (name, cfg) in [
         (
             "classic",

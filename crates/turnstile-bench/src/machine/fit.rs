@@ -5,11 +5,10 @@ use super::{round1, Latencies};
 use crate::stats::median;
 
 /// The busy-machine wake-up line through the loaded points: Theil-Sen (the median of the
-/// pairwise slopes; the intercept the median of `y − slope × x`), robust to a point that
-/// jumped (the dev VM's sweep had 4.3-4.5 us at every load but one at 13.7 us, which a least-
-/// squares line turned into a 5.97 us intercept). A slope at or below 0 is a flat line at the
-/// points' median: the model takes no negative slope, and the intercept of a sloped line
-/// whose slope is then dropped would not be the level the points show.
+/// pairwise slopes; the intercept the median of `y − slope × x`), robust to one point that
+/// jumped, which would drag a least-squares line's intercept up. A slope at or below 0 is a
+/// flat line at the points' median: the model takes no negative slope, and the intercept of a
+/// sloped line whose slope is then dropped would not be the level the points show.
 pub fn busy_wake_line(xs: &[f64], ys: &[f64]) -> (f64, f64) {
     let n = xs.len().min(ys.len());
     if n == 0 {
@@ -37,8 +36,8 @@ pub fn busy_wake_line(xs: &[f64], ys: &[f64]) -> (f64, f64) {
 
 /// The cache refill from paired repetitions (each repetition's run with the working set and
 /// its warm touch ran back to back): (the median of `with − small − warm`, that if more than
-/// half the pairs are positive, else 0). The difference of two unpaired medians read 24 us
-/// on the 16-core Xeon, where four of nine pairs were negative and their median -12.9 us.
+/// half the pairs are positive, else 0). Pairing matters: the difference of two unpaired
+/// medians can read a refill where most pairs show none.
 pub fn refill_from_pairs(with_ws: &[f64], warm: &[f64], small: f64) -> (f64, f64) {
     let d: Vec<f64> = with_ws
         .iter()
@@ -104,15 +103,15 @@ mod tests {
 
     #[test]
     fn the_busy_wake_up_line_ignores_one_jumped_point_and_is_flat_at_the_median_without_a_rise() {
-        // The dev VM's sweep (docs/results/calibration/dev-vm-2core.toml), loaded points:
-        // 4.3-4.5 us but one at 13.7 us. Least squares over every point wrote 5,965 ns.
+        // Loaded points at 4.3-4.5 us but one at 13.7 us: least squares over every point
+        // puts the intercept near 6 us.
         let xs = [1.5, 2.5, 4.5, 8.5, 16.5, 32.5];
         let ys = [4291.0, 4387.0, 13721.0, 4447.0, 4491.5, 4527.0];
         let (slope, at0) = busy_wake_line(&xs, &ys);
         assert!((0.0..20.0).contains(&slope), "{slope}");
         assert!((4_200.0..=4_600.0).contains(&at0), "{at0}");
-        // Run 3's, falling with load: a flat line at the median, not the intercept of a
-        // line whose slope is dropped (4,909 ns).
+        // Falling with load: a flat line at the median, not the intercept of a line whose
+        // slope is dropped (4,909 ns).
         let ys3 = [6685.0, 3746.0, 3785.0, 4412.0, 3766.0, 3971.0];
         assert_eq!(busy_wake_line(&xs, &ys3), (0.0, median(&ys3)));
         // A clean rise is recovered.
@@ -123,8 +122,8 @@ mod tests {
 
     #[test]
     fn a_cache_refill_that_does_not_show_above_the_pairs_noise_is_zero() {
-        // The 16-core Xeon's runs: unpaired medians gave 24,230 ns; paired, four of nine are
-        // negative and their median is -12.9 us.
+        // Unpaired medians would read a 24 us refill; paired, four of nine are negative and
+        // their median is -12.9 us.
         let with = [
             401904.4, 387430.6, 634113.8, 486186.7, 408305.0, 419422.9, 510244.1, 516875.9,
             702274.2,
@@ -136,7 +135,7 @@ mod tests {
         let (raw, refill) = refill_from_pairs(&with, &warm, 1641.3);
         assert!(raw < 0.0, "{raw}");
         assert_eq!(refill, 0.0);
-        // Consistently positive pairs (the dev VM's): kept.
+        // Consistently positive pairs: kept.
         let (raw, refill) = refill_from_pairs(&[30e3, 31e3, 29e3], &[10e3, 10e3, 10e3], 2e3);
         assert_eq!((raw, refill), (18e3, 18e3));
     }

@@ -115,7 +115,7 @@ pub struct CalibrateConfig {
 }
 
 impl CalibrateConfig {
-    /// About 15 s on a 2-core machine (well under a minute).
+    /// Every measurement at full size (well under a minute).
     pub fn full() -> Self {
         CalibrateConfig {
             // 9 runs: the median of 9 ignores up to 4 runs hit by a neighbour's burst.
@@ -165,7 +165,7 @@ impl CalibrateConfig {
         }
     }
 
-    /// Under 15 s on a 2-core machine: fewer repetitions, samples and round trips.
+    /// Fewer repetitions, samples and round trips than [`Self::full`].
     pub fn quick() -> Self {
         CalibrateConfig {
             reps: 5,
@@ -465,8 +465,8 @@ pub fn run(cfg: &CalibrateConfig, progress: &mut dyn FnMut(&str)) -> Result<Cali
     if allowed.len() < 2 {
         // On one CPU the wake-up "onto an idle core" is waker and waiter sharing that CPU,
         // and a lock "hand-off" is two threads taking turns on it: values written under
-        // multi-core meanings would be one CPU's (3.8-5.0 us against 21 us for a real
-        // idle-core wake-up on the 2-core VM).
+        // multi-core meanings would be one CPU's (several times below a real idle-core
+        // wake-up).
         return Err(format!(
             "calibrate needs at least 2 CPUs (it measures wake-ups onto another, idle CPU and lock hand-offs between CPUs); this process may use {} (taskset, cgroup cpuset)",
             allowed.len()

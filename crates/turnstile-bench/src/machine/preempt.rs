@@ -44,9 +44,10 @@ pub struct WakePreempt {
     pub min_run_ns: Option<f64>,
 }
 
-/// A woken thread "took the CPU at once" if it ran within this of its wake-up: 100 µs is 4×
-/// the slowest idle wake-up measured here (25 µs, a halted vCPU) and 40× shorter than the
-/// `HZ=250` tick at which a thread that is not preempted on wake-up gets its turn.
+/// A woken thread "took the CPU at once" if it ran within this of its wake-up: 100 µs is
+/// several times an idle wake-up, even one that must wake a halted vCPU (tens of µs), and 40×
+/// shorter than the `HZ=250` tick at which a thread that is not preempted on wake-up gets its
+/// turn.
 pub const PREEMPT_AT_ONCE_NS: f64 = 100_000.0;
 
 /// Longest a running thread spins in one sample, waiting to be preempted: twice the 4 ms
@@ -97,9 +98,9 @@ pub(super) fn wake_preempt(
 
 /// The shortest run of the sweep at which at least half the wake-ups took the CPU at once and
 /// did so at the next longer run too, ns (see [`WakePreempt::min_run_ns`]). The confirmation
-/// keeps a point near the boundary from deciding alone: on this VM the 1 ms point read 7 %
-/// and 53 % in two calibrations while 1.25 ms read 0 % in both (the end of the protection is
-/// noticed only at the scheduler's next accounting, a tick or a wake-up).
+/// keeps a point near the boundary from deciding alone: such a point can read either way from
+/// one calibration to the next (the end of the protection is noticed only at the scheduler's
+/// next accounting, a tick or a wake-up).
 pub(super) fn protection_ns(points: &[PreemptPoint]) -> Option<f64> {
     let most = |p: &PreemptPoint| p.at_once_share >= 0.5;
     (0..points.len())

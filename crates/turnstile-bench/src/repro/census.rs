@@ -47,9 +47,9 @@ pub(crate) fn census(gate: &turnstile::Gate, stop: &AtomicBool) -> Census {
     use turnstile::SessionState as S;
     let mut c = Census::default();
     let (mut run, mut run_n) = (0.0, 0u32);
-    // At least one sample, even when this thread first runs after the window has ended (a
-    // loaded machine: on the 2-core VM beside two busy loops, a 50 ms point's sampler got
-    // no CPU for the whole 116 ms the window lasted); the clients run until it returns.
+    // At least one sample, even when this thread first runs after the window has ended (on
+    // a loaded machine the sampler can get no CPU for a whole short window); the clients run
+    // until it returns.
     loop {
         thread::sleep(CENSUS_EVERY);
         if let Some(r) = procs_running() {

@@ -127,9 +127,8 @@ impl MixedSetting {
 }
 
 /// The gate limit when none is given: this machine's cores (`available_parallelism`), so the
-/// limit, not the CPU, decides who runs (two on the two-core development machine: the two
-/// scans can fill the gate). 2 if the count is unknown (the development machine's), at most
-/// the library's 1000.
+/// limit, not the CPU, decides who runs. 2 if the count is unknown (the two scans can then fill
+/// the gate), at most the library's 1000.
 pub fn default_limit() -> u32 {
     thread::available_parallelism().map_or(2, |n| n.get().min(1000) as u32)
 }
@@ -144,7 +143,7 @@ pub struct MixedConfig {
     /// Point-select sessions beside the scans.
     pub point_sessions: usize,
     /// The gate limit (`innodb_thread_concurrency`): by default this machine's core count
-    /// ([`default_limit`]), 2 on the development machine, so two scans can hold every slot.
+    /// ([`default_limit`]).
     pub limit: u32,
     /// Gate settings, in report order.
     pub settings: Vec<MixedSetting>,
@@ -154,8 +153,8 @@ pub struct MixedConfig {
 
 impl MixedConfig {
     /// Defaults: seed 000's and seed 001's full tables (2,000,000 and 100,000 rows, shared
-    /// with `repro tickets` and `repro oltp`), three lone scans per setting (a few seconds of
-    /// load on two cores, after the one-time table loads).
+    /// with `repro tickets` and `repro oltp`), three lone scans per setting (the median is the
+    /// baseline).
     pub fn full() -> Self {
         MixedConfig {
             rows: TicketsConfig::full().rows,

@@ -21,8 +21,8 @@ use crate::stats::median;
 
 /// The binlog fsync time the pileup emulates unless `--fsync-ms` says otherwise: 60 ms, the
 /// seed's disk (one 7200 RPM SATA disk with write barriers: "~16 inserts/second" through one
-/// commit mutex is ~60 ms per commit). This machine's own fsync is 100× faster, which would
-/// hide the pileup behind short commit waits.
+/// commit mutex is ~60 ms per commit). A modern disk's fsync is far faster, which would hide
+/// the pileup behind short commit waits.
 pub const SEED_DISK_FSYNC: Duration = Duration::from_millis(60);
 
 /// Settings.
@@ -41,7 +41,7 @@ pub struct PileupConfig {
     #[serde(serialize_with = "crate::stats::ser_ms", rename = "sample_ms")]
     pub sample: Duration,
     /// Repetitions of the whole sweep (each ratio is taken within its repetition; the report
-    /// adds medians). On a shared machine one run's ratio moves by 2 × between runs.
+    /// adds medians). On a shared machine one run's ratio can move widely between runs.
     pub reps: usize,
 }
 
@@ -224,8 +224,8 @@ fn sweep(
 /// The order of one repetition's runs: each setting's table counts back to back, so that the
 /// ratio the report takes (a setting's queries/s at N tables ÷ at the first count) compares
 /// runs seconds apart rather than a whole sweep apart, and reversed on odd repetitions
-/// (A B, B A), so that a machine drifting faster or slower through a sweep (this shared VM's
-/// runs move by ±15 % within a minute) biases the medians neither way.
+/// (A B, B A), so that a machine drifting faster or slower through a sweep (a shared machine
+/// can drift within a minute) biases the medians neither way.
 fn run_order(tables: &[usize], rep: usize) -> Vec<(Policy, CommitMode, usize)> {
     let mut order = Vec::with_capacity(SETTINGS.len() * tables.len());
     for (policy, mode) in SETTINGS {

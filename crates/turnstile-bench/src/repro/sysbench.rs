@@ -4,7 +4,7 @@
 //! no protocol, no client CPU. This module runs the real `sysbench oltp_read_only` over the
 //! MySQL protocol instead, parses what it prints, and measures the CPU the client itself
 //! used (`getrusage(RUSAGE_CHILDREN)` around each run), so the two curves can be put side by
-//! side and the client's share of a two-core machine is on the record.
+//! side and the client's share of the machine is on the record.
 //!
 //! sysbench is optional: [`find`] says how to install it when it is missing, and nothing in
 //! the default test run needs it.

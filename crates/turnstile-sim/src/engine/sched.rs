@@ -132,11 +132,10 @@ impl Sim {
     /// The next thread for a free core: a woken thread that has waited a whole time slice,
     /// else a preempted thread that has waited a whole scheduling period, else the oldest
     /// woken thread, else the oldest preempted one. (A woken thread is not passed by the
-    /// preempted ones once it has waited a slice: `turnstile calibrate`'s sleeper sweep found a
-    /// thread back from a 10 ms sleep onto a CPU shared with 1 to 64 busy threads running
-    /// within 3.98 ms every time, behind none of their turns. Without the first rule, 32
-    /// preempted slot holders on 2 cores, each overdue, kept the woken threads off the cores
-    /// for over half a second.)
+    /// preempted ones once it has waited a slice: `turnstile calibrate`'s sleeper sweep finds a
+    /// thread back from a sleep onto a CPU shared with up to 64 busy threads running within a
+    /// slice, behind none of their turns. Without the first rule, many overdue
+    /// preempted slot holders could keep the woken threads off the cores for whole periods.)
     pub(super) fn pick_next(&mut self) -> Option<Tid> {
         let woken_overdue = self
             .runq_woken
@@ -220,9 +219,9 @@ impl Sim {
             // hundred ns) before a preemption that falls due now: a real preemption lands at
             // an instant, inside the section only in proportion to its length, while this
             // model checks for one at every burst start, and a section's start is one right
-            // after the lock is taken (measured: every one of the 792 holders preempted in a
-            // 1024-thread classic run on 2 cores was preempted there, none mid-section). The
-            // yield is checked again when the section's burst ends.
+            // after the lock is taken (left to itself, the model would preempt every holder
+            // there, none mid-section). The yield is checked again when the section's burst
+            // ends.
             let starts_section = self.gate_mutex.as_ref().is_some_and(|m| {
                 m.sleeps
                     && m.holder == Some(tid)

@@ -1,9 +1,9 @@
 //! The parking table: where threads that wait for a turnstile lock sleep.
 //!
 //! A waiting thread does not sleep on the lock's state word (which changes every time the lock
-//! changes hands, so a futex wait on it fails over and over under load: measured as 70 % of
-//! futex waits returning `EAGAIN` at once with 0 ns critical sections). It queues in a bucket
-//! chosen by the lock's address and sleeps on a word of its own, its [`Parker`]; only an
+//! changes hands, so a futex wait on it fails over and over under load: with 0 ns critical
+//! sections most futex waits return `EAGAIN` at once; docs/BENCHMARKS.md). It queues in a
+//! bucket chosen by the lock's address and sleeps on a word of its own, its [`Parker`]; only an
 //! unlocker that takes it off the queue wakes it. The lock itself stays one word: the queue
 //! lives here, and the lock only keeps a `PARKED` bit that says "this bucket may hold waiters
 //! of mine", set and cleared under the bucket's mutex.

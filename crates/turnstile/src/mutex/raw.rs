@@ -50,14 +50,12 @@ const GRANT: u32 = 1 << 4;
 const LONG: u32 = 1 << 5;
 
 /// The most an arriving thread spins before it parks, while nobody is parked: about one park
-/// and wake-up round trip on the development VM (a `FUTEX_WAKE` of a sleeping thread costs its
-/// waker ~10 µs there, and the sleeper about as long again to run), the budget of competitive
-/// spin-then-block (spinning as long as blocking would cost is within twice the best choice
-/// made knowing the wait: Karlin, Li, Manasse and Owicki, SOSP 1991). At 2 threads, 1 lock,
-/// hold 1 µs, 4 µs parked every ~18 loops and ran 1.26–1.34× the 1-thread time; 20 µs parked
-/// every ~38 and ran 1.14–1.24× (`turnstile bench mutex --hold-ns 1000 --threads 1,2`, see
-/// docs/BENCHMARKS.md, "the lock at two threads"; a per-thread budget halved by each failed
-/// spin was tried and parked as often as 4 µs did, since against a holder that re-locks at
+/// and wake-up round trip (the waker's `FUTEX_WAKE` of a sleeping thread, then the sleeper's
+/// own wake-up), the budget of competitive spin-then-block (spinning as long as blocking would
+/// cost is within twice the best choice made knowing the wait: Karlin, Li, Manasse and
+/// Owicki, SOSP 1991). At 2 threads and 1 µs holds, 20 µs parked about half as often as 4 µs
+/// and ran faster (docs/BENCHMARKS.md, "the lock at two threads"; a per-thread budget halved
+/// by each failed spin parked as often as 4 µs did, since against a holder that re-locks at
 /// once most spins fail even when critical sections are short).
 pub(crate) const SPIN_LIMIT: Duration = Duration::from_micros(20);
 
@@ -80,9 +78,8 @@ const ARRIVAL_MAX_PAUSES_LOG2: u32 = 6;
 pub(crate) const WOKEN_SPIN_LIMIT: Duration = Duration::from_micros(50);
 
 /// Back-off cap while a woken thread polls: at most 2^3 PAUSEs (~0.2 µs) between polls, then
-/// yields;
-/// polling every PAUSE stole the holder's line (1.4× parking_lot at 2 threads) and 2^5 was no
-/// better, measured with `turnstile bench mutex`, see docs/BENCHMARKS.md (design history).
+/// yields; polling every PAUSE stole the holder's line and 2^5 was no better (docs/BENCHMARKS.md,
+/// design history).
 const MAX_PAUSES_LOG2: u32 = 3;
 
 /// A waiter that has waited this long is handed the lock: Go's `starvationThresholdNs` (1 ms),
@@ -90,8 +87,9 @@ const MAX_PAUSES_LOG2: u32 = 3;
 pub(crate) const STARVATION_THRESHOLD: Duration = Duration::from_millis(1);
 
 /// At most one hand-off per this interval per parking-table bucket: parking_lot's
-/// eventual-fairness period (0.5 ms on average); a hand-off at every unlock measured 8× slower
-/// at 256 threads, hold 1 µs (`turnstile bench mutex`, see docs/BENCHMARKS.md).
+/// eventual-fairness period (0.5 ms on average); a hand-off at every unlock would pay a
+/// wake-up with the lock idle at every change of holder once waiters pass the starvation
+/// threshold (docs/BENCHMARKS.md, design history).
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) const FAIR_HANDOFF_INTERVAL: Duration = Duration::from_micros(500);
 

@@ -78,12 +78,11 @@ pub struct OltpReport {
 /// One adaptive `auto` point at many clients against every setting's peak (each setting's
 /// highest median TPS in the sweep, at whatever thread count), measured in pairs run back to
 /// back, which of the two first alternating from pair to pair. A shared machine's slow spells
-/// last tens of seconds (on the 2-core VM whole 25 s stretches ran ~15 % slow), longer than a
-/// pair (two points, ~5 s) and shorter than a sweep, so a sweep's medians can put one point in
-/// a fast spell and another in a slow one, and which point is the best of a sweep is then
-/// partly chance; a pair's two points share their spell, and the median of the pairs' ratios
-/// is a comparison drift cannot tilt. Against every setting's peak, so that the strongest one
-/// side by side is found whichever won the sweep.
+/// can last tens of seconds, longer than a pair (two points, ~5 s) and shorter than a sweep,
+/// so a sweep's medians can put one point in a fast spell and another in a slow one, and which
+/// point is the best of a sweep is then partly chance; a pair's two points share their spell,
+/// and the median of the pairs' ratios is a comparison drift cannot tilt. Against every
+/// setting's peak, so that the strongest one side by side is found whichever won the sweep.
 #[derive(Debug, Clone, Serialize)]
 pub struct VersusBest {
     /// The `auto` setting measured.
@@ -204,11 +203,8 @@ pub fn run(
     progress.step(&format!("oltp: table of {} rows", cfg.rows));
     engine.ensure_table_until(TABLE, cfg.rows, &mut |d, t| progress.load(d, t), &stopped)?;
     // Every row read once, unmeasured, so that the first point does not pay for pages still
-    // on disk. Measured on the 2-core VM right after a build had pushed the database file out
-    // of the page cache: `auto` × 4 threads, the first point of the run, made 8 TPS over its
-    // 0.5 s with the CPUs 95 % idle and 110 context switches a transaction (polling beside
-    // it: 1,220 TPS, 44 % idle), and 1,957–2,316 TPS in each of the four runs after it. The
-    // transactions read only this table's rows, by id.
+    // on disk (with the file out of the page cache, the first point ran at a small fraction
+    // of the rest). The transactions read only this table's rows, by id.
     engine.scan_direct(TABLE)?;
     if cfg.reps == 0 {
         return Err(ReproError::BadInput(
@@ -231,9 +227,8 @@ pub fn run(
     // reps[i] holds point i's repetitions, points in setting-major order (the report's order).
     // They run in another: thread count by thread count, every setting one after the other at
     // each, so the settings compared at a thread count ran within seconds of each other. A
-    // shared machine's slow spells last tens of seconds (2-core VM: a whole 25 s sweep of one
-    // setting ran ~15 % below the next one's, docs/results/auto/oltp-2core-reps3-onclock-2.json);
-    // run setting by setting, one spell could sink every point of one setting's repetition.
+    // shared machine's slow spells can last tens of seconds; run setting by setting, one
+    // spell could sink every point of one setting's repetition.
     let n = cfg.threads.len();
     let mut reps: Vec<Vec<OltpRun>> = (0..cfg.settings.len() * n).map(|_| Vec::new()).collect();
     for rep in 0..cfg.reps {
@@ -432,9 +427,7 @@ fn point(
     start.start();
     // Not measured: the start line releases every client at once, and `auto`'s limit starts
     // at the CPUs and settles over its first windows (`bench gate`'s warm-up, for the same
-    // reasons). Measured on the 2-core VM at 1024 threads (`--quick`, points that began at
-    // the start line): `auto` 2247 and 3047 TPS in 0.3 s windows against 3110 and 3114 in
-    // 2 s ones; classic 408 and 933 against 2180 and 1140.
+    // reasons): a point that began at the start line reads low.
     thread::sleep(cfg.duration / crate::gate::WARMUP_DIVISOR);
     let read = || -> Vec<u64> { done.iter().map(|d| d.0.load(Ordering::Acquire)).collect() };
     let (t0, u0) = (Instant::now(), Usage::now());
@@ -573,7 +566,8 @@ mod tests {
             "the report's order"
         );
         assert!(r.versus_best.is_empty(), "no pairs asked for");
-        assert!(r.runs.iter().any(|x| x.tps > 0.0));
+        // How many transactions land in a 50 ms window depends on the machine's load: the
+        // figures below hold whether a window caught some or none.
         assert!(r.runs.iter().all(|x| x.row_send == "force-exit"));
         for x in &r.runs {
             assert!(
@@ -618,32 +612,44 @@ mod tests {
 
         // Classic at one thread, 500 tickets: with keep a transaction is ~10 point-select
         // admissions + one per range (101 enters < 500 tickets); with force-exit the simple
-        // range alone is 101 admissions (one per row sent, and the fetch that finds the end).
-        let mut per_txn = Vec::new();
+        // range alone is 101 admissions (one per row sent, and the fetch that finds the end),
+        // also with costlier rows (their work is inside the engine's call). Counted on one
+        // transaction, not read from a timed window: the count does not depend on the load.
         for rs in RowSend::ALL {
             let cfg = OltpConfig {
                 threads: vec![1],
                 settings: GateSetting::select(&["classic".into()], rs).unwrap(),
-                duration: Duration::from_millis(200),
+                duration: Duration::from_millis(50),
                 ..cfg.clone()
             };
             assert_eq!(cfg.settings[0].tickets, 500, "MySQL 5.0's default");
             let r = run(&common, &cfg, &mut super::super::Quiet).unwrap();
             let x = &r.runs[0];
             assert_eq!(x.row_send, rs.name());
-            assert!(x.tps > 0.0, "{x:?}");
             assert!(markdown(&r).contains(&format!("Row send: **{}**", rs.name())));
-            per_txn.push(x.admissions_per_txn);
+            for row_work_ns in [0, 2_000] {
+                let engine = common
+                    .open_engine(Duration::ZERO, Duration::from_nanos(row_work_ns))
+                    .unwrap();
+                let gate = cfg.settings[0].gate().unwrap();
+                let mut c = Connection::new(engine, &gate, "t");
+                c.set_row_send(rs);
+                let mut rng = 7;
+                transaction(&mut c, 3000, 100, &mut rng).unwrap();
+                drop(c);
+                let n = gate.stats().counters.admissions;
+                match rs {
+                    RowSend::ForceExit => assert!(
+                        n >= 101,
+                        "force-exit, row work {row_work_ns} ns: {n} admissions"
+                    ),
+                    RowSend::Keep => assert!(
+                        (10..30).contains(&n),
+                        "keep, row work {row_work_ns} ns: {n} admissions"
+                    ),
+                }
+            }
         }
-        let (force, keep) = (per_txn[0], per_txn[1]);
-        assert!(
-            force >= 100.0,
-            "force-exit: {force} admissions per transaction"
-        );
-        assert!(
-            (10.0..30.0).contains(&keep),
-            "keep: {keep} admissions per transaction"
-        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
