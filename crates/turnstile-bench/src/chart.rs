@@ -250,6 +250,101 @@ impl BarChart {
     }
 }
 
+/// A grid of labelled cells, one per point of a suite, each coloured by a ratio against a
+/// target: green at or above it, through yellow, to red at `floor` or below.
+#[derive(Debug, Clone)]
+pub struct CellGrid {
+    /// Title at the top.
+    pub title: String,
+    /// Cells per row.
+    pub columns: usize,
+    /// The ratio at and above which a cell is green.
+    pub target: f64,
+    /// The ratio at and below which a cell is red.
+    pub floor: f64,
+    /// Each cell's label lines (the first in bold) and its ratio.
+    pub cells: Vec<(Vec<String>, f64)>,
+}
+
+impl CellGrid {
+    fn colour(&self, r: f64) -> RGBColor {
+        if !r.is_finite() {
+            return RGBColor(200, 200, 200);
+        }
+        // 0 at the floor, 1 at the target: red (215, 48, 39) → yellow (254, 224, 139) → green
+        // (26, 152, 80), ColorBrewer's RdYlGn ends and middle.
+        let t = ((r - self.floor) / (self.target - self.floor)).clamp(0.0, 1.0);
+        let mix = |a: (f64, f64, f64), b: (f64, f64, f64), t: f64| {
+            RGBColor(
+                (a.0 + (b.0 - a.0) * t) as u8,
+                (a.1 + (b.1 - a.1) * t) as u8,
+                (a.2 + (b.2 - a.2) * t) as u8,
+            )
+        };
+        let (red, yellow, green) = (
+            (215.0, 48.0, 39.0),
+            (254.0, 224.0, 139.0),
+            (26.0, 152.0, 80.0),
+        );
+        if t < 0.5 {
+            mix(red, yellow, t * 2.0)
+        } else {
+            mix(yellow, green, t * 2.0 - 1.0)
+        }
+    }
+
+    /// Writes the grid as an SVG file, creating its folder if needed.
+    pub fn write_svg(&self, path: &Path) -> Result<(), String> {
+        if self.cells.is_empty() || self.columns == 0 {
+            return Err(format!(
+                "cell grid '{}' needs cells and columns",
+                self.title
+            ));
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let err = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
+        let rows = self.cells.len().div_ceil(self.columns);
+        let (cw, ch) = (260i32, 110i32);
+        let size = (
+            (cw * self.columns as i32) as u32,
+            (40 + ch * rows as i32) as u32,
+        );
+        let root = SVGBackend::new(path, size).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let root = root
+            .titled(&self.title, ("sans-serif", 18))
+            .map_err(|e| err(&e))?;
+        for (i, (lines, ratio)) in self.cells.iter().enumerate() {
+            let (x, y) = (
+                (i % self.columns) as i32 * cw,
+                (i / self.columns) as i32 * ch,
+            );
+            root.draw(&Rectangle::new(
+                [(x + 3, y + 3), (x + cw - 3, y + ch - 3)],
+                self.colour(*ratio).filled(),
+            ))
+            .map_err(|e| err(&e))?;
+            for (j, line) in lines.iter().enumerate() {
+                let font = if j == 0 {
+                    ("sans-serif", 15).into_font().style(FontStyle::Bold)
+                } else {
+                    ("sans-serif", 13).into_font()
+                };
+                root.draw(&Text::new(
+                    line.clone(),
+                    (x + 10, y + 10 + 20 * j as i32),
+                    font.color(&BLACK),
+                ))
+                .map_err(|e| err(&e))?;
+            }
+        }
+        root.present().map_err(|e| err(&e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +408,44 @@ mod tests {
             ..chart
         };
         assert!(bad.write_svg(&path).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writes_a_cell_grid_with_every_label_and_refuses_an_empty_one() {
+        let dir = std::env::temp_dir().join(format!("turnstile-grid-{}", std::process::id()));
+        let path = dir.join("g.svg");
+        let grid = CellGrid {
+            title: "auto ÷ best".into(),
+            columns: 2,
+            target: 0.95,
+            floor: 0.7,
+            cells: vec![
+                (vec!["one".into(), "0.99".into()], 0.99),
+                (vec!["two".into(), "0.50".into()], 0.5),
+                (vec!["three".into()], f64::NAN),
+            ],
+        };
+        assert_eq!(
+            grid.colour(1.2),
+            grid.colour(0.95),
+            "green at and above the target"
+        );
+        assert_eq!(
+            grid.colour(0.1),
+            grid.colour(0.7),
+            "red at and below the floor"
+        );
+        grid.write_svg(&path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for s in ["one", "two", "three", "0.50"] {
+            assert!(svg.contains(s), "{s} missing");
+        }
+        let empty = CellGrid {
+            cells: vec![],
+            ..grid
+        };
+        assert!(empty.write_svg(&path).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

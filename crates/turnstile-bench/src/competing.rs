@@ -5,7 +5,7 @@
 //! share of its own (autogroup puts each session in a scheduling group; a service manager's
 //! cgroups do the same for services), so the run gets a share of the CPUs that does not grow
 //! with its thread count: the case where an `auto` gate that took idle CPUs for its own to
-//! fill raised its limit to the maximum (`LimitReasons::fruitless`).
+//! fill raised its limit to the maximum.
 
 use std::io;
 use std::process::{Child, Command, Stdio};

@@ -98,25 +98,11 @@ pub struct LoadResult {
 }
 
 /// `auto`'s limit decisions for people, one line: the readings (`windows`) and the moves each
-/// rule made (`LimitReasons`; `undone`: fruitless idle raises taken back; `read on`: readings
-/// that decided nothing yet).
+/// rule made (`LimitReasons`; `read on`: readings that decided nothing yet).
 pub fn limit_reasons_text(r: &turnstile::LimitReasons) -> String {
     format!(
-        "{} windows: idle {}, hand-off {}, drain {}, rest {}, lane {} (cut {}), late {}, busy {}, \
-         undone {}, blind {}, bounds {}, read on {}",
-        r.windows,
-        r.idle_cpu,
-        r.handoff,
-        r.drain,
-        r.rest,
-        r.lane,
-        r.lane_cut,
-        r.late,
-        r.busy,
-        r.fruitless,
-        r.blind,
-        r.bounds,
-        r.deferred
+        "{} windows: fill {}, floor {}, busy {}, late {}, undone {}, bounds {}, read on {}",
+        r.windows, r.fill, r.floor, r.busy, r.late, r.undone, r.bounds, r.deferred
     )
 }
 
@@ -318,16 +304,15 @@ impl Shared {
 
 /// A load point runs `duration / WARMUP_DIVISOR` before its measured interval, not counted:
 /// the start barrier releases every thread at once, and `auto`'s limit starts at the CPU count
-/// and settles over its first windows. Measured on the lent 16-core Xeon (2026-11-26): `auto`
-/// at 1024 threads read 59,957 statements/s in a 300 ms point that began at the barrier, and
-/// 119,475 in a 1 s one.
+/// and settles over its first windows, so a point that began at the barrier reads low
+/// (docs/BENCHMARKS.md).
 pub const WARMUP_DIVISOR: u32 = 4;
 
 /// Runs one load point.
 ///
 /// Every figure is a difference between two readings taken by the measuring thread at the
 /// start and end of the interval. The start reading is taken whenever that thread gets the CPU
-/// after the start barrier, which with hundreds of runnable threads on two cores can be
+/// after the start barrier, which with hundreds of runnable threads on a few cores can be
 /// hundreds of milliseconds late; work done before it is not counted.
 ///
 /// # Errors
@@ -583,18 +568,27 @@ mod tests {
             assert!(f.admission_ns > 0.0, "{f:?}");
             assert_eq!(f.ticket_reentry_ns.is_some(), f.policy != "mutex-condvar");
         }
-        // A 30 ms window on a busy two-core machine can miss a point's admissions (the
-        // measuring thread may get the CPU late); each variant must show work somewhere.
-        for v in Variant::all() {
-            let n: u64 = r
-                .results
-                .iter()
-                .filter(|p| p.policy == v.name())
-                .map(|p| p.admissions)
-                .sum();
-            assert!(n > 0, "{}: no admissions at all", v.name());
-        }
+        // How much work lands in a 30 ms window depends on the machine's load (a busy machine
+        // may run none of it there), so only the windows' figures' consistency is checked.
         for p in &r.results {
+            assert!(
+                p.throughput_per_s.is_finite() && p.throughput_per_s >= 0.0,
+                "{p:?}"
+            );
+            assert!(
+                (p.calls_per_s - p.throughput_per_s * cfg.calls as f64).abs()
+                    <= 1e-9 * p.calls_per_s,
+                "{p:?}"
+            );
+            assert!(p.starved_threads <= p.threads, "{p:?}");
+            assert!((0.0..=1.0).contains(&p.fairness), "{p:?}");
+            // A window with no statement completed starves every thread, and one with some
+            // starves fewer.
+            assert_eq!(
+                p.throughput_per_s == 0.0,
+                p.starved_threads == p.threads,
+                "{p:?}"
+            );
             // `auto`'s decisions are reported for it alone.
             assert_eq!(
                 p.limit_reasons.is_some(),

@@ -1,6 +1,8 @@
 //! Benchmarks for turnstile, as a library so the `turnstile` CLI (and tests, at tiny sizes) can
 //! run them. Benchmarks measure; they never assert a timing.
 //!
+//! * [`auto_suite`] — `turnstile bench auto`: `auto` against the best fixed limit over a grid
+//!   of workloads nobody tuned it for.
 //! * [`gate`] — `turnstile bench gate`: fast-path costs and a synthetic closed-loop load for
 //!   every gate policy and the [`baseline::MutexCondvarSemaphore`] baseline.
 //! * [`gate_config`] — `bench gate`'s settings, shared by [`gate`] and [`async_gate`].
@@ -12,6 +14,7 @@
 //! * `machine` (Linux) — `turnstile calibrate`: this machine's parameters for the simulator.
 
 pub mod async_gate;
+pub mod auto_suite;
 pub mod baseline;
 pub mod chart;
 pub mod competing;

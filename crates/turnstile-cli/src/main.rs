@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use turnstile_bench::gate::{self as gate_bench, GateBenchConfig, GateBenchReport, Variant};
 use turnstile_bench::mutex::{self as mutex_bench, LockVariant, MutexBenchConfig};
 
+mod auto_cmd;
 mod calibrate_cmd;
 mod metrics_file;
 mod repro_cmd;
@@ -55,6 +56,10 @@ enum Bench {
     /// Mutexes (innotsim, seed 002): threads × mutexes × hold time for the turnstile lock, the
     /// InnoDB 5.6 mutex, spin-limited variants, std, parking_lot and pthread.
     Mutex(MutexArgs),
+    /// `auto`, untuned, against the best fixed limit (classic and polling, 1…256) over a
+    /// grid of workloads: statement length, undeclared and declared waits, 2…1024 threads, a
+    /// competing process, a step in load. Table, chart, JSON.
+    Auto(auto_cmd::AutoArgs),
 }
 
 #[derive(Args)]
@@ -214,7 +219,7 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    fn new(total: usize) -> Progress {
+    pub(crate) fn new(total: usize) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let b = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
             b.set_style(
@@ -247,7 +252,7 @@ impl Progress {
         }
     }
 
-    fn step(&mut self, what: &str) {
+    pub(crate) fn step(&mut self, what: &str) {
         match &self.bar {
             Some(b) => {
                 if self.done > 0 {
@@ -260,7 +265,7 @@ impl Progress {
         self.done += 1;
     }
 
-    fn finish(self) {
+    pub(crate) fn finish(self) {
         if let Some(b) = self.bar {
             b.finish_and_clear();
         }
@@ -318,6 +323,7 @@ fn main() -> ExitCode {
         Command::Calibrate(a) => calibrate_cmd::run(a),
         Command::Bench(Bench::Gate(args)) => bench_gate(args),
         Command::Bench(Bench::Mutex(args)) => bench_mutex(args),
+        Command::Bench(Bench::Auto(args)) => auto_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -374,7 +374,7 @@ mod tests {
             .lines()
             .find(|l| l.trim_start().starts_with("auto × 3 threads: limit "))
             .unwrap_or_else(|| panic!("no line for auto's limit in:\n{text}"));
-        assert!(line.contains("windows: idle"), "{line}");
+        assert!(line.contains("windows: fill"), "{line}");
         assert!(
             !text
                 .lines()

@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 
 use crate::config::Policy;
 use crate::error::GateError;
-use crate::gate::{Gate, GateInner};
+use crate::gate::Gate;
+use crate::inner::GateInner;
 use crate::monitor::{Counter, SessionState};
 use crate::policy::{Admission, Attempt, Hold, Step, Tickets, WaitId};
 use crate::registry::SessionShared;

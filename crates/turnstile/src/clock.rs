@@ -79,11 +79,11 @@ fn cpu_clock_ns(clock: libc::clockid_t) -> Option<u64> {
 }
 
 /// One scheduler tick (1 / the kernel's `CONFIG_HZ`), as the kernel reports it: the
-/// resolution of the coarse monotonic clock, which moves once a tick (`clock_getres`; 4 ms on
-/// the development VM's 250 Hz kernel, 1 ms at 1000 Hz, 10 ms at 100 Hz). `auto`'s controller
-/// takes it as the process CPU clock's lag per CPU ([`crate::policy::auto::CPU_CLOCK_LAG`]
-/// is the fallback). `None` where it cannot be read or is not a tick the kernel offers
-/// (100–1000 Hz, read generously as 0.5–20 ms).
+/// resolution of the coarse monotonic clock, which moves once a tick (`clock_getres`; 4 ms at
+/// 250 Hz, 1 ms at 1000 Hz, 10 ms at 100 Hz). `auto`'s controller takes it as the process CPU
+/// clock's lag per CPU ([`crate::policy::auto::CPU_CLOCK_LAG`] is the fallback). `None`
+/// where it cannot be read or is not a tick the kernel offers (100–1000 Hz, read generously
+/// as 0.5–20 ms).
 #[cfg(all(target_os = "linux", not(loom)))]
 pub(crate) fn scheduler_tick() -> Option<std::time::Duration> {
     let mut ts = libc::timespec {
@@ -121,7 +121,7 @@ mod tests {
             "{tick:?} is {hz} Hz"
         );
         // And `auto`'s controller takes it as the CPU clock's lag, not the fallback constant.
-        let p = crate::GateConfig::default().auto_params_for(2);
+        let p = crate::policy::auto::AutoParams::for_config(&crate::GateConfig::default(), 2);
         assert_eq!(p.cpu_clock_lag, tick);
     }
 

@@ -170,6 +170,19 @@ pub struct GateConfig {
     pub queue_timeout: Option<Duration>,
 }
 
+/// How long an admission keeps its slot between calls. At its end the holder gives the slot
+/// up only to a waiter that queued before the quantum began (`auto`'s `yields_quantum`),
+/// one the other slots' turnover has not served. A holder that gives way queues behind the
+/// waiters already there and loses at least an age cap before the oldest is served; ten age
+/// caps keep that loss near a tenth of a quantum. The price: a short statement may wait about
+/// two quanta when long ones hold every slot. Of the order of SQL Server's scheduler quantum
+/// (4 ms) and CFS's scheduling period (6 ms × (1 + log2 CPUs)).
+pub const DEFAULT_QUANTUM: Duration = Duration::from_millis(10);
+
+/// A waiter older than this is served oldest-first by direct hand-off, and no newcomer runs
+/// ahead of it: Go's mutex starvation threshold.
+pub const DEFAULT_AGE_CAP: Duration = Duration::from_millis(1);
+
 /// The CPUs this process may run on (its affinity mask and cgroup quota, as
 /// `std::thread::available_parallelism` reads them), at least 1.
 pub fn available_cpus() -> u32 {
@@ -202,8 +215,8 @@ impl GateConfig {
             tickets: 500,
             sleep_delay: Duration::from_millis(10),
             adaptive_max_sleep_delay: Duration::from_micros(150_000),
-            quantum: crate::policy::auto::DEFAULT_QUANTUM,
-            age_cap: crate::policy::auto::DEFAULT_AGE_CAP,
+            quantum: DEFAULT_QUANTUM,
+            age_cap: DEFAULT_AGE_CAP,
             adaptive_limit: true,
             max_waiting: 0,
             queue_timeout: None,
@@ -238,32 +251,6 @@ impl GateConfig {
     pub fn queue_timeout(mut self, d: Option<Duration>) -> Self {
         self.queue_timeout = d;
         self
-    }
-
-    /// The `auto` core's parameters on this machine.
-    pub(crate) fn auto_params(&self) -> crate::policy::auto::AutoParams {
-        self.auto_params_for(available_cpus())
-    }
-
-    /// The `auto` core's parameters for a machine of `cpus` CPUs (the simulator's).
-    #[doc(hidden)]
-    pub fn auto_params_for(&self, cpus: u32) -> crate::policy::auto::AutoParams {
-        crate::policy::auto::AutoParams {
-            start_limit: self.limit,
-            cpus,
-            // Never below the CPUs (unless the limit was set lower): fewer slots than CPUs
-            // leave a core idle whenever every thread is queued, and late grants can be the
-            // CPUs' own wake-up noise (an idle virtual CPU's wake-up spikes to milliseconds)
-            // rather than too many slots.
-            min_limit: cpus.min(self.limit.max(1)),
-            max_limit: MAX_LIMIT,
-            quantum: self.quantum,
-            age_cap: self.age_cap,
-            max_waiting: self.max_waiting,
-            adaptive: self.adaptive_limit,
-            cpu_clock_lag: crate::clock::scheduler_tick()
-                .unwrap_or(crate::policy::auto::CPU_CLOCK_LAG),
-        }
     }
 
     /// Sets the limit (0 = unlimited). Under `auto` with its adaptive limit on (the default),

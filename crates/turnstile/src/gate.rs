@@ -1,13 +1,12 @@
 //! The gate: its configuration, its driver (the policy's core, driven with threads), and the
 //! registry of sessions that monitoring reads.
 
-use std::time::Duration;
-
 use crate::config::{check_limit, GateConfig, Policy};
 use crate::driver::Driver;
 use crate::error::ConfigError;
-use crate::monitor::{Counter, Counters, GateSnapshot, GateStats, N_COUNTERS};
-use crate::registry::{Registry, SessionShared, Totals};
+use crate::inner::GateInner;
+use crate::monitor::{Counter, GateSnapshot, GateStats, N_COUNTERS};
+use crate::registry::{Registry, SessionShared};
 use crate::session::Session;
 use crate::sync::{lock, Arc, AtomicU64, Ordering};
 
@@ -42,17 +41,6 @@ impl std::fmt::Debug for Gate {
             .field("limit", &self.limit())
             .finish_non_exhaustive()
     }
-}
-
-pub(crate) struct GateInner {
-    pub(crate) config: GateConfig,
-    pub(crate) driver: Driver,
-    pub(crate) registry: Registry,
-    next_session: std::sync::atomic::AtomicU64,
-    /// Bumped whenever the limit is raised: a sleeper that sees it change re-checks at once.
-    /// It orders the new limit before the sleeper's re-check, so it is one of the atomics the
-    /// model checker tracks (`crate::sync`).
-    pub(crate) raise_generation: AtomicU64,
 }
 
 impl Gate {
@@ -157,45 +145,6 @@ impl Gate {
         GateSnapshot {
             stats: self.inner.stats_from(totals),
             sessions,
-        }
-    }
-}
-
-impl GateInner {
-    fn stats_from(&self, totals: Totals) -> GateStats {
-        let c = &self.config;
-        let g = self.driver.gauges(c.sleep_delay);
-        let r = &self.registry;
-        let (lock_waiting, lock_waits) = self.driver.lock_contention();
-        GateStats {
-            policy: c.policy,
-            limit: g.limit,
-            tickets: c.tickets,
-            inside: g.inside,
-            lifo_running: g.lifo_running,
-            fifo_pending: g.fifo_pending,
-            queued: g.queued,
-            sleeping: g.sleeping,
-            // A session is counted queued or sleeping by the policy before it counts itself
-            // waiting (the fast path counts nothing): never show fewer waiting than those.
-            waiting: r.waiting.load(Ordering::Relaxed).max(g.queued + g.sleeping),
-            stepped_out: r.stepped_out.load(Ordering::Relaxed),
-            sessions: totals.sessions,
-            lock_waiting,
-            lock_waits,
-            sleep_delay: g.sleep_delay,
-            quantum: c.quantum,
-            adaptive_limit: c.adaptive_limit,
-            auto: g.auto,
-            counters: Counters {
-                // Counted where slots are handed over, not per session (a raise or a stall
-                // check hands slots that no session's exit made).
-                handoffs: self.driver.handoffs(),
-                ..Counters::from_array(&totals.counters)
-            },
-            wait: r.wait_histogram(&totals.counters),
-            wake_latency: r.wake.snapshot(),
-            taken_at: Duration::from_nanos(self.driver.precise_ns()),
         }
     }
 }

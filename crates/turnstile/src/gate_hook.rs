@@ -54,17 +54,10 @@
 
 use std::cell::RefCell;
 
-use crate::gate::GateInner;
+use crate::inner::GateInner;
 use crate::monitor::{Counter, SessionState, StepOutReason};
-use crate::registry::SessionShared;
+use crate::registry::{SessionShared, Word};
 use crate::sync::{Arc, Ordering};
-
-/// A session's `held` word: loom's atomic under loom, so that the models of the word's
-/// transitions (`loom_models` below) check the functions and orderings that ship.
-#[cfg(not(loom))]
-pub(crate) type Word = std::sync::atomic::AtomicUsize;
-#[cfg(loom)]
-pub(crate) type Word = loom::sync::atomic::AtomicUsize;
 
 /// `held` states, in the word's low two bits; the bits above are the [`token`] of the thread
 /// running the session's call (0 between calls). `NONE` is the whole word 0.
@@ -139,9 +132,9 @@ thread_local! {
 #[repr(align(8))]
 struct Token(#[allow(dead_code)] u8);
 
-/// This thread's token. A thread-local's address, not a number drawn from a counter: the
-/// lazily drawn number made every policy's ticket re-entry 2.6 -> 4.4 ns and its admission
-/// 4 ns dearer (`bench gate --quick --threads 1`, 5 alternated runs).
+/// This thread's token. A thread-local's address, not a number drawn from a counter: a lazily
+/// drawn number adds its first-use check to every policy's ticket re-entry and admission
+/// (docs/BENCHMARKS.md).
 #[inline]
 pub(crate) fn token() -> usize {
     TOKEN.with(|t| t as *const Token as usize)

@@ -90,6 +90,7 @@ mod error;
 mod gate;
 mod gate_hook;
 pub mod histogram;
+mod inner;
 pub mod metrics;
 mod monitor;
 pub mod mutex;

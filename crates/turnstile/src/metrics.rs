@@ -37,19 +37,14 @@
 //! | `turnstile_gate_limit_raises_total` | counter | `gate` | `auto`: [`crate::AutoStats::limit_raises`] (0 otherwise) |
 //! | `turnstile_gate_limit_cuts_total` | counter | `gate` | `auto`: [`crate::AutoStats::limit_cuts`] |
 //! | `turnstile_gate_limit_windows_total` | counter | `gate` | `auto`: [`crate::LimitReasons::windows`] (windows with threads queued) |
-//! | `turnstile_gate_limit_raises_idle_cpu_total` | counter | `gate` | `auto`: [`crate::LimitReasons::idle_cpu`] |
-//! | `turnstile_gate_limit_raises_handoff_total` | counter | `gate` | `auto`: [`crate::LimitReasons::handoff`] |
-//! | `turnstile_gate_limit_raises_blind_total` | counter | `gate` | `auto`: [`crate::LimitReasons::blind`] |
-//! | `turnstile_gate_limit_raises_drain_total` | counter | `gate` | `auto`: [`crate::LimitReasons::drain`] |
-//! | `turnstile_gate_limit_raises_rest_total` | counter | `gate` | `auto`: [`crate::LimitReasons::rest`] |
-//! | `turnstile_gate_limit_raises_lane_total` | counter | `gate` | `auto`: [`crate::LimitReasons::lane`] |
-//! | `turnstile_gate_limit_cuts_lane_total` | counter | `gate` | `auto`: [`crate::LimitReasons::lane_cut`] |
+//! | `turnstile_gate_limit_raises_fill_total` | counter | `gate` | `auto`: [`crate::LimitReasons::fill`] |
+//! | `turnstile_gate_limit_raises_floor_total` | counter | `gate` | `auto`: [`crate::LimitReasons::floor`] |
 //! | `turnstile_gate_long_holders` | gauge | `gate` | `auto`: [`crate::AutoStats::long_holders`] |
 //! | `turnstile_gate_control_window_seconds` | gauge | `gate` | `auto`: [`crate::AutoStats::control_window_ns`] |
 //! | `turnstile_gate_cpus_available` | gauge | `gate` | `auto`: [`crate::AutoStats::cpus_available_milli`] ÷ 1000 (0: unknown) |
 //! | `turnstile_gate_limit_cuts_late_total` | counter | `gate` | `auto`: [`crate::LimitReasons::late`] |
 //! | `turnstile_gate_limit_cuts_busy_total` | counter | `gate` | `auto`: [`crate::LimitReasons::busy`] |
-//! | `turnstile_gate_limit_cuts_fruitless_total` | counter | `gate` | `auto`: [`crate::LimitReasons::fruitless`] |
+//! | `turnstile_gate_limit_cuts_undone_total` | counter | `gate` | `auto`: [`crate::LimitReasons::undone`] |
 //! | `turnstile_gate_limit_bounds_total` | counter | `gate` | `auto`: [`crate::LimitReasons::bounds`] |
 //! | `turnstile_gate_limit_deferred_total` | counter | `gate` | `auto`: [`crate::LimitReasons::deferred`] (windows whose CPU reading was too short to decide) |
 //! | `turnstile_gate_stall_checks_total` | counter | `gate` | `auto`: [`crate::AutoStats::stall_ticks`] |
@@ -360,39 +355,14 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.windows)),
     ),
     counter(
-        "turnstile_gate_limit_raises_idle_cpu_total",
-        "auto: raises because threads queued while the CPUs were not all busy.",
-        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.idle_cpu)),
+        "turnstile_gate_limit_raises_fill_total",
+        "auto: raises because threads queued while the CPUs were not all busy with statements (holders blocked in waits nobody declared, or CPU spent on hand-offs).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.fill)),
     ),
     counter(
-        "turnstile_gate_limit_raises_handoff_total",
-        "auto: raises because the busy CPUs went to hand-offs (statements shorter than a wake-up).",
-        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.handoff)),
-    ),
-    counter(
-        "turnstile_gate_limit_raises_blind_total",
-        "auto: raises without a CPU reading (after prompt grants or a stall).",
-        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.blind)),
-    ),
-    counter(
-        "turnstile_gate_limit_raises_drain_total",
-        "auto: raises that admitted every waiter (CPUs busy, grants prompt, a queue within the limit costing hand-offs).",
-        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.drain)),
-    ),
-    counter(
-        "turnstile_gate_limit_raises_rest_total",
-        "auto: raises to the resting floor of two slots per CPU (from the start at the CPUs, or from a lane beside long statements that are gone).",
-        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.rest)),
-    ),
-    counter(
-        "turnstile_gate_limit_raises_lane_total",
-        "auto: raises to the lane beside long statements (a slot each, plus the CPUs they leave, at least one).",
-        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.lane)),
-    ),
-    counter(
-        "turnstile_gate_limit_cuts_lane_total",
-        "auto: cuts towards the lane beside long statements (less than a CPU's worth idle, the limit above the lane).",
-        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.lane_cut)),
+        "turnstile_gate_limit_raises_floor_total",
+        "auto: raises to the floor (two slots per CPU; beside long statements, a slot each plus the CPUs they leave).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.floor)),
     ),
     gauge(
         "turnstile_gate_control_window_seconds",
@@ -422,13 +392,13 @@ const GATE_SCALARS: &[Scalar<GateStats>] = &[
     ),
     counter(
         "turnstile_gate_limit_cuts_busy_total",
-        "auto: cuts by one with every CPU busy and the limit above its floor (two slots per CPU, or the lane beside long statements).",
+        "auto: cuts with every CPU busy and the limit above its floor (by one; by a quarter beside long statements that keep their slots; halved where nobody queued).",
         |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.busy)),
     ),
     counter(
-        "turnstile_gate_limit_cuts_fruitless_total",
-        "auto: idle raises undone because they did not raise the CPU use (the idle CPUs were another process's or cgroup's).",
-        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.fruitless)),
+        "turnstile_gate_limit_cuts_undone_total",
+        "auto: fills undone because the CPU use did not rise with the slots (the idle CPUs were another process's or cgroup's).",
+        |s| Value::Int(s.auto.map_or(0, |a| a.limit_reasons.undone)),
     ),
     counter(
         "turnstile_gate_limit_bounds_total",

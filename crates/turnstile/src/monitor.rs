@@ -8,52 +8,7 @@ use std::time::Duration;
 use crate::config::Policy;
 use crate::histogram::HistogramSnapshot;
 
-/// Why a session stepped out of the gate while keeping its statement open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Serialize),
-    serde(rename_all = "snake_case")
-)]
-#[non_exhaustive]
-pub enum StepOutReason {
-    /// Waiting for a row lock (InnoDB force-exits before `lock_wait_suspend_thread`).
-    RowLockWait,
-    /// Blocking disk I/O (InnoDB does *not* leave for this; seed 001 asks why not).
-    DiskIo,
-    /// Waiting for the commit (binlog) mutex and its fsync (the seed 004 fix).
-    CommitWait,
-    /// Sending results to the client.
-    SendingResults,
-    /// A file sort or other long work outside the engine.
-    FileSort,
-    /// Blocked on a turnstile lock or condition variable: `auto` steps out by itself.
-    LockWait,
-}
-
-impl StepOutReason {
-    /// Every reason, in code order.
-    pub const ALL: [StepOutReason; 6] = [
-        StepOutReason::RowLockWait,
-        StepOutReason::DiskIo,
-        StepOutReason::CommitWait,
-        StepOutReason::SendingResults,
-        StepOutReason::FileSort,
-        StepOutReason::LockWait,
-    ];
-
-    /// A short human name.
-    pub fn describe(self) -> &'static str {
-        match self {
-            StepOutReason::RowLockWait => "row lock wait",
-            StepOutReason::DiskIo => "disk io",
-            StepOutReason::CommitWait => "commit wait",
-            StepOutReason::SendingResults => "sending results",
-            StepOutReason::FileSort => "file sort",
-            StepOutReason::LockWait => "lock wait",
-        }
-    }
-}
+pub use crate::policy::step_out::StepOutReason;
 
 /// What a session is doing right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -399,23 +354,19 @@ impl fmt::Display for GateSnapshot {
         if let Some(a) = &self.auto {
             writeln!(
                 f,
-                "auto: {} extra running, {} pending, {}, {} long statements inside; limit raised {} times (idle CPUs {}, hand-offs {}, unmeasured {}, queue admitted {}, to two per CPU {}, to the lane beside long statements {}), cut {} times (late grants {}, busy CPUs {}, towards the lane {}, idle raises undone {}), {} windows read on, {} stall checks, {} age hand-offs, {} refused",
+                "auto: {} extra running, {} pending, {}, {} long statements inside; limit raised {} times (to fill the CPUs {}, to the floor {}), cut {} times (busy CPUs {}, late grants {}, fills undone {}), back within bounds {}, {} windows read on, {} stall checks, {} age hand-offs, {} refused",
                 a.extra,
                 a.pending,
                 if a.starving { "serving the oldest" } else { "hot first" },
                 a.long_holders,
                 a.limit_raises,
-                a.limit_reasons.idle_cpu,
-                a.limit_reasons.handoff,
-                a.limit_reasons.blind,
-                a.limit_reasons.drain,
-                a.limit_reasons.rest,
-                a.limit_reasons.lane,
+                a.limit_reasons.fill,
+                a.limit_reasons.floor,
                 a.limit_cuts,
-                a.limit_reasons.late,
                 a.limit_reasons.busy,
-                a.limit_reasons.lane_cut,
-                a.limit_reasons.fruitless,
+                a.limit_reasons.late,
+                a.limit_reasons.undone,
+                a.limit_reasons.bounds,
                 a.limit_reasons.deferred,
                 a.stall_ticks,
                 a.age_handoffs,

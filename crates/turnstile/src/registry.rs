@@ -15,6 +15,13 @@
 
 use std::time::Duration;
 
+/// A session's `held` word: loom's atomic under loom, so that the models of the word's
+/// transitions (`gate_hook`'s `loom_models`) check the functions and orderings that ship.
+#[cfg(not(loom))]
+pub(crate) type Word = std::sync::atomic::AtomicUsize;
+#[cfg(loom)]
+pub(crate) type Word = loom::sync::atomic::AtomicUsize;
+
 use crate::clock::coarse_ns;
 use crate::histogram::{Histogram, HistogramSnapshot};
 use crate::monitor::{Counter, SessionSnapshot, SessionState, N_COUNTERS};
@@ -43,7 +50,7 @@ pub(crate) struct SessionShared {
     pub(crate) owner: std::sync::atomic::AtomicUsize,
     /// `auto`'s automatic step-out: `gate_hook::{NONE, SLOT, LENT}` in the low two bits,
     /// the thread running the session's call above them (none between calls).
-    pub(crate) held: crate::gate_hook::Word,
+    pub(crate) held: Word,
     /// An async session's: its waits do not wake on a timer, so it never keeps `auto`'s
     /// stall watch. Set once, before its first wait.
     pub(crate) is_async: AtomicBool,
@@ -78,7 +85,7 @@ impl SessionShared {
             counters: std::array::from_fn(|_| AtomicU64::new(0)),
             wake: Mutex::new(WakeState::default()),
             owner: std::sync::atomic::AtomicUsize::new(0),
-            held: crate::gate_hook::Word::new(0),
+            held: Word::new(0),
             cv: Condvar::new(),
             cancel: AtomicBool::new(false),
             is_async: AtomicBool::new(false),

@@ -25,7 +25,7 @@
 use std::time::{Duration, Instant};
 
 use crate::error::{GateError, Misuse, OverloadReason};
-use crate::gate::GateInner;
+use crate::inner::GateInner;
 use crate::monitor::{Counter, SessionState, StepOutReason};
 use crate::policy::auto::{RejectReason, STALL_PERIOD};
 use crate::policy::{Admission, AdmittedBy, Attempt, Hold, Step, Tickets, WaitId};

@@ -458,10 +458,10 @@ pub fn markdown(r: &MixedReport) -> String {
          the rest of its time it waited for the gate; \
          *slowdown*: the slower of them ÷ alone; *p50/p99/max ms*: latency of one point select while the scans ran; \
          *selects/s*: point selects completed ÷ the concurrent phase; \
-         *limit moves* (`auto`): its controller's 20 ms windows with threads queued, and how many raised the limit \
-         because the CPUs were not all busy (idle) or busy with hand-offs (hand-off), admitted a short queue (drain), \
-         moved it to the lane beside the scans, a slot each plus the CPUs they leave (lane, and cut towards it), \
-         and cut it for late grants (late) or busy CPUs (busy); the windows read on are those whose CPU reading could not yet decide. \
+         *limit moves* (`auto`, docs/AUTO.md): its controller's 20 ms windows with threads queued, and how many raised the limit \
+         to fill CPUs not busy with statements (fill) or to its floor, beside the scans a slot each plus the CPUs they leave (floor), \
+         cut it for busy CPUs (busy) or late grants (late), or undid a fill that did not raise the CPU use (undone); \
+         the windows read on are those whose CPU reading could not yet decide. \
          Seed 000 ran the scans only (MySQL 5.5, 9M rows, limit 1, classic): alone {:.1} s; two at once {}; {}. \
          Few tickets let short queries in between a scan's rows at the scans' cost; many keep the slot to the scan's end.\n",
         c.point_sessions,

@@ -434,7 +434,9 @@ impl Sim {
             let p = auto::AutoParams {
                 // The simulated busy time is exact: no clock tick to wait out.
                 cpu_clock_lag: std::time::Duration::ZERO,
-                ..gate.auto_params_for(cores)
+                // A hand-off costs the simulated machine a context switch.
+                handoff_cpu: std::time::Duration::from_nanos(machine.context_switch_ns),
+                ..auto::AutoParams::for_config(&gate, cores)
             };
             Core::Auto(auto::AutoCore::new(p))
         } else {
@@ -1064,9 +1066,9 @@ mod tests {
     fn a_yield_lets_a_preempted_thread_run_first() {
         // One core, `timer` at limit 1: the holder (5 ms of CPU) is preempted at its 4 ms
         // slice; the other thread, refused, yields. The holder must get the core back and
-        // finish, so that the yielder's retry gets in without a sleep. The yielder used to get
-        // its own core straight back (the woken queue went first), sleep 10 ms and finish at
-        // 14.06 ms. Virtual time: exact, nothing measured.
+        // finish, so that the yielder's retry gets in without a sleep. Were the woken queue to
+        // go first, the yielder would get its own core straight back, sleep 10 ms and finish
+        // at 14.06 ms. Virtual time: exact, nothing measured.
         let m = MachineConfig {
             context_switch_ns: 0,
             ..machine()
@@ -1090,8 +1092,8 @@ mod tests {
     #[test]
     fn a_wake_call_is_paid_before_the_next_gate_critical_section_not_inside_it() {
         // Two cores, `classic` at limit 1, a 50 µs wake call: A's exit releases B; A then
-        // enters again. The call used to be charged inside A's next critical section, holding
-        // the gate's mutex 50 µs, so B (which needs the mutex to take its slot) finished at
+        // enters again. Charged inside A's next critical section, the call would hold the
+        // gate's mutex 50 µs, and B (which needs the mutex to take its slot) would finish at
         // 51.5 µs; the real driver signals after unlocking.
         let m = MachineConfig {
             cores: 2,
@@ -1143,8 +1145,8 @@ mod tests {
     #[test]
     fn a_zero_polling_sleep_is_a_yield_not_a_context_switch() {
         // `polling` with its delay at 0 yields (the real session's `yield_now`): with nobody
-        // else waiting for the core, no switch. It used to count a switch and pay one per
-        // poll (333 polls: 335 switches, 1 ms of switching).
+        // else waiting for the core, no switch (counted as switches, 333 polls would pay
+        // 335 switches, 1 ms of switching).
         let m = MachineConfig {
             yield_ns: 500,
             context_switch_ns: 3_000,
@@ -1334,9 +1336,9 @@ mod tests {
     fn a_woken_thread_waits_at_most_a_slice_however_many_preempted_threads_are_overdue() {
         // 40 busy threads on one core: every preempted one has waited far more than a
         // scheduling period (40 × 4 ms), yet a thread back from each 10 ms sleep is not passed
-        // by them for longer than a slice (the calibration's sleeper sweep measured at most
-        // 3.98 ms with 1 to 64 busy threads; the model can add the slice of one overdue
-        // preempted thread that was picked just before the woken one became overdue).
+        // by them for longer than a slice (as `turnstile calibrate`'s sleeper sweep finds with
+        // 1 to 64 busy threads; the model can add the slice of one overdue preempted thread
+        // that was picked just before the woken one became overdue).
         let mut sim = Sim::new(machine(), GateConfig::new(Policy::Unlimited), 1).unwrap();
         for _ in 0..40 {
             sim.spawn(Box::new(Spin(1_000_000_000, false)));

@@ -35,6 +35,7 @@ pub mod auto;
 pub mod polling;
 pub mod queue;
 mod slots;
+pub mod step_out;
 pub mod timer;
 
 /// The decision core a configuration calls for, built in one place for every driver (the real
@@ -75,7 +76,7 @@ impl<W: Clone> Core<W> {
             )),
             Policy::Timer => Core::Timer(timer::TimerCore::new(c.limit, c.tickets)),
             Policy::Unlimited => Core::Unlimited(UnlimitedCore { tickets: c.tickets }),
-            Policy::Auto => Core::Auto(auto::AutoCore::new(c.auto_params())),
+            Policy::Auto => Core::Auto(auto::AutoCore::new(auto::AutoParams::from_config(c))),
         }
     }
 
