@@ -4,6 +4,15 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+/// Creates `path`'s folder if needed.
+fn create_parent(path: &Path) -> Result<(), String> {
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display())),
+        None => Ok(()),
+    }
+}
+
 /// One line of a chart.
 #[derive(Debug, Clone)]
 pub struct Series {
@@ -46,10 +55,7 @@ const COLORS: [RGBColor; 10] = [
 impl LineChart {
     /// Writes the chart as an SVG file, creating its folder if needed.
     pub fn write_svg(&self, path: &Path) -> Result<(), String> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
+        create_parent(path)?;
         let pts = || self.series.iter().flat_map(|s| s.points.iter());
         let (mut x0, mut x1) = (f64::MAX, f64::MIN);
         let (mut y0, mut y1) = (f64::MAX, f64::MIN);
@@ -168,10 +174,7 @@ impl BarChart {
                 self.title
             ));
         }
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
+        create_parent(path)?;
         let err = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
         // 500 px per panel keeps four category names such as `classic-10M` apart.
         let width = 500 * self.panels.len() as u32;
@@ -301,10 +304,7 @@ impl CellGrid {
                 self.title
             ));
         }
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
+        create_parent(path)?;
         let err = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
         let rows = self.cells.len().div_ceil(self.columns);
         let (cw, ch) = (260i32, 110i32);

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 /// Round trips per batch, and batches: the median batch is taken, so a preemption of the
 /// measuring threads spoils one batch, not the figure.
+#[cfg(not(loom))]
 const ROUND_TRIPS: u32 = 50;
+#[cfg(not(loom))]
 const BATCHES: usize = 5;
 
 /// The CPU one hand-off costs: a thread wakes another (`unpark`, a futex wake) and parks,
