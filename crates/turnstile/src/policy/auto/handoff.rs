@@ -81,12 +81,8 @@ fn measure() -> Duration {
 #[cfg(all(test, not(loom)))]
 mod tests {
     #[test]
-    fn a_hand_off_costs_some_cpu_and_is_measured_once() {
+    fn the_hand_off_cost_is_measured_once_and_remembered() {
         let a = super::handoff_cpu();
-        assert!(
-            a > std::time::Duration::ZERO && a < std::time::Duration::from_secs(1),
-            "{a:?}"
-        );
-        assert_eq!(super::handoff_cpu(), a, "remembered");
+        assert_eq!(super::handoff_cpu(), a, "remembered, not measured again");
     }
 }
