@@ -192,13 +192,22 @@ impl Pending {
     }
 }
 
-/// The group commit queue.
+/// The group commit queue and its two stages: one leader gathers and prepares the next group
+/// while at most one group appends, fsyncs and applies.
 #[derive(Default)]
 pub(crate) struct GroupState {
     /// Transactions waiting for a leader, with their tickets.
     queue: Vec<(u64, Pending)>,
-    /// A leader is committing a group.
+    /// Tickets below this were taken by a leader; a session leads only while its own
+    /// transaction is still queued, so a member of a group never leads a group it is not in.
+    taken_below: u64,
+    /// A leader is gathering and preparing a group.
     leading: bool,
+    /// Transactions the gathering leader took and has not handed to the sync stage yet.
+    gathered: usize,
+    /// A group is appending, fsyncing and applying; the next one waits, so groups reach the
+    /// binlog, its fsync and the tables in the order they formed.
+    syncing: bool,
     next_ticket: u64,
     /// Outcomes for the followers, by ticket (an error as its message).
     done: HashMap<u64, std::result::Result<(), String>>,
@@ -215,6 +224,15 @@ impl GroupState {
         v.dedup();
         v.len()
     }
+}
+
+/// How long a leader holding `n` transactions waits for one more that is still expected, from
+/// the last arrival, which came `waited` after the sync stage was free: a group of `n` synced
+/// then commits at `n ÷ (fsync + waited)`, and one more arriving `d` later raises that rate
+/// only while `d < (fsync + waited) ÷ n`. The wait shrinks as the group grows; with a fast
+/// disk it is a few microseconds.
+fn patience(fsync: Duration, waited: Duration, n: usize) -> Duration {
+    (fsync + waited) / n.max(1) as u32
 }
 
 /// Applies the write sets of `batch` to the tables (row and index) and deletes their prepared
@@ -311,14 +329,12 @@ impl Engine {
         *self.failpoint.lock().unwrap_or_else(|p| p.into_inner()) = fp;
     }
 
-    /// Transactions queued for group commit, waiting for a leader (for tests).
+    /// Transactions queued for group commit or gathered by the next group's leader, waiting
+    /// for their fsync to start (for tests).
     #[doc(hidden)]
     pub fn group_queued(&self) -> usize {
-        self.group
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .queue
-            .len()
+        let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        g.queue.len() + g.gathered
     }
 
     pub(crate) fn check_running(&self) -> Result<()> {
@@ -496,30 +512,31 @@ impl Engine {
         })
     }
 
-    /// [`CommitMode::GroupCommit`]: queue `p`; the first session finding no leader at work
-    /// leads, committing everything queued with one prepare, one binlog append and one fsync.
+    /// [`CommitMode::GroupCommit`]: queue `p`; a session finding no leader at work while its
+    /// transaction is still queued leads the next group (MySQL 5.6's flush and sync stages,
+    /// MariaDB's binlog group commit).
     ///
-    /// Before its fsync, the leader waits for the connections of the last two groups to queue
-    /// again, for at most one last fsync's time, preparing each arrival as it comes. Without
-    /// that wait, groups alternate: the members of one group get their result just as the next
-    /// group is taken, so each group holds only the sessions that queued during the previous
-    /// one (about half of the committers). The bound: N committers in one group commit N per
-    /// fsync plus wait, two alternating groups N per two fsyncs, so waiting pays while it is
-    /// shorter than one fsync; a whole fsync's wait gathered the largest groups
-    /// (docs/BENCHMARKS.md). With a fast disk the wait is a fraction of a millisecond.
-    /// (MariaDB's `binlog_commit_wait_count` / `binlog_commit_wait_usec` and MySQL 5.7's
-    /// `binlog_group_commit_sync_delay` are the same wait as settings; here it sets itself.)
+    /// The leader prepares what is queued, and each arrival as it comes, while the previous
+    /// group's fsync runs; as soon as that fsync and apply end, it appends, hands the
+    /// leadership on, and fsyncs its group, so the group after forms during this fsync. Once
+    /// the sync stage is free, it waits for the connections of the last two groups only while
+    /// each next one arrives soon enough to raise commits per second ([`patience`]). Without
+    /// that wait the groups alternate: with clients that commit again as soon as they are
+    /// answered, each fsync covers those answered by the fsync before the previous one, about
+    /// half of them. (MariaDB's `binlog_commit_wait_count`/`binlog_commit_wait_usec` and MySQL
+    /// 5.7's `binlog_group_commit_sync_delay` set that wait by hand; here it follows the fsync
+    /// time measured and the arrivals seen.)
     fn commit_group(&self, p: Pending) -> Result<()> {
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         let ticket = g.next_ticket;
         g.next_ticket += 1;
         g.queue.push((ticket, p));
-        self.group_arrived.notify_one();
+        self.group_arrived.notify_all();
         loop {
             if let Some(r) = g.done.remove(&ticket) {
                 return r.map_err(EngineError::Storage);
             }
-            if !g.leading {
+            if !g.leading && ticket >= g.taken_below {
                 g.leading = true;
                 g = self.lead_group(g);
                 continue;
@@ -528,47 +545,67 @@ impl Engine {
         }
     }
 
-    /// The leader's work: prepare what is queued at once, then whatever queues while the
-    /// connections expected are not all in and the wait is not over (each arrival's prepare
-    /// overlaps the others' way back), then one binlog append under the commit mutex, one
-    /// fsync outside it, one apply; then the results are handed out.
+    /// The leader's work: gather and prepare a group (its own transaction first), take the
+    /// sync stage when it is free and the wait is over, hand the leadership on, then append
+    /// under the commit mutex, fsync outside it and apply; then hand out the results.
     fn lead_group<'g>(
         &'g self,
         mut g: std::sync::MutexGuard<'g, GroupState>,
     ) -> std::sync::MutexGuard<'g, GroupState> {
         let expected = g.expected();
-        let wait = Duration::from_nanos(self.last_fsync_ns.load(Ordering::Relaxed));
-        let deadline = Instant::now() + wait;
+        let fsync = Duration::from_nanos(self.last_fsync_ns.load(Ordering::Relaxed));
         let mut prepared: Vec<(u64, Pending)> = Vec::new();
         let mut failed: Vec<(u64, String)> = Vec::new();
+        let mut free_since: Option<Instant> = None;
+        let mut last_arrival = Instant::now();
         loop {
             let batch = std::mem::take(&mut g.queue);
+            g.taken_below = g.next_ticket;
             if !batch.is_empty() {
+                g.gathered += batch.len();
                 drop(g);
                 let (tickets, pendings): (Vec<u64>, Vec<Pending>) = batch.into_iter().unzip();
                 match self.no_unwind("the group's prepare", || self.prepare(&pendings)) {
                     Ok(()) => prepared.extend(tickets.into_iter().zip(pendings)),
                     Err(e) => failed.extend(tickets.into_iter().map(|t| (t, e.to_string()))),
                 }
+                last_arrival = Instant::now();
                 g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+                continue;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if prepared.len() + failed.len() >= expected || left.is_zero() {
-                // Later arrivals wait for the next leader.
+            if g.syncing {
+                // Gathering while the previous group's fsync runs costs nothing.
+                g = self
+                    .group_arrived
+                    .wait(g)
+                    .unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            let now = Instant::now();
+            let free = *free_since.get_or_insert(now);
+            let n = prepared.len() + failed.len();
+            if n >= expected {
                 break;
             }
-            if !g.queue.is_empty() {
-                continue;
+            let since = last_arrival.max(free);
+            let deadline = since + patience(fsync, since - free, n);
+            if now >= deadline {
+                break;
             }
             g = self
                 .group_arrived
-                .wait_timeout(g, left)
+                .wait_timeout(g, deadline - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+        g.syncing = true;
+        g.leading = false;
+        g.gathered = 0;
         let conns: Vec<u64> = prepared.iter().map(|(_, p)| p.conn).collect();
         g.recent.swap(0, 1);
         g.recent[1] = conns;
+        // A session still queued may start gathering the next group now.
+        self.group_done.notify_all();
         drop(g);
         let (tickets, pendings): (Vec<u64>, Vec<Pending>) = prepared.into_iter().unzip();
         let r = if pendings.is_empty() {
@@ -584,7 +621,7 @@ impl Engine {
         }
         let r = r.map_err(|e| e.to_string());
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
-        g.leading = false;
+        g.syncing = false;
         for t in tickets {
             g.done.insert(t, r.clone());
         }
@@ -592,6 +629,8 @@ impl Engine {
             g.done.insert(t, Err(e));
         }
         self.group_done.notify_all();
+        // The next group's leader waits for the sync stage.
+        self.group_arrived.notify_all();
         g
     }
 
@@ -844,6 +883,57 @@ mod tests {
             drop(e);
             std::fs::remove_dir_all(dir).unwrap();
         }
+    }
+
+    #[test]
+    fn a_leader_waits_for_one_more_commit_only_while_it_would_raise_commits_per_second() {
+        let ms = Duration::from_millis;
+        // n commits after waiting w: n / (fsync + w); one more within (fsync + w) / n does better.
+        assert_eq!(patience(ms(60), ms(0), 1), ms(60));
+        assert_eq!(patience(ms(60), ms(0), 15), ms(4));
+        assert_eq!(patience(ms(60), ms(30), 15), ms(6));
+        for n in 1..32u32 {
+            let p = patience(ms(60), ms(10), n as usize);
+            let now = n as f64 / 70.0;
+            let one_more_just_in_time = (n + 1) as f64 / (70.0 + p.as_secs_f64() * 1e3);
+            assert!((one_more_just_in_time - now).abs() < 1e-6, "n = {n}");
+        }
+        // Without a measured fsync the leader does not wait.
+        assert_eq!(patience(Duration::ZERO, Duration::ZERO, 3), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_leader_expecting_a_connection_that_never_commits_again_still_commits() {
+        let (e, dir) = temp_engine("group-missing");
+        e.ensure_table("t", 10, &mut |_, _| {}).unwrap();
+        // Eight connections commit together, so the next leader expects eight ...
+        let g = gate(500);
+        let all: Vec<_> = (0..8u32)
+            .map(|i| {
+                let (e, g) = (e.clone(), g.clone());
+                std::thread::spawn(move || {
+                    let mut c = Connection::new(e, &g, format!("c{i}"));
+                    c.insert_row("t", &row(100 + i, i)).unwrap();
+                })
+            })
+            .collect();
+        for h in all {
+            h.join().unwrap();
+        }
+        // ... and only one comes back, twice: each of its commits ends.
+        let one = {
+            let e = e.clone();
+            std::thread::spawn(move || {
+                let mut c = Connection::new(e, &g, "alone");
+                c.insert_row("t", &row(200, 1)).unwrap();
+                c.insert_row("t", &row(201, 1)).unwrap();
+            })
+        };
+        wait_until("the lone commits", || one.is_finished());
+        one.join().unwrap();
+        assert_eq!(e.count_direct("t").unwrap(), 20);
+        drop(e);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -31,10 +31,11 @@
 //!   the fsync (MySQL 5.0/5.1 with the binlog on, no group commit); `HoldSlot` waits for it
 //!   while counted inside the gate (the bug behind seed 004), `ReleaseSlot` steps out first
 //!   (the fix). [`CommitMode::GroupCommit`] (the default) steps out and joins a group commit
-//!   queue (MySQL 5.6 / MariaDB binlog group commit): the first waiting session leads, takes
-//!   every session queued, and does one prepare, one binlog append and **one fsync** for the
-//!   group, then applies it and wakes the others with their results; no mutex is held across
-//!   the fsync, so sessions arriving meanwhile form the next group.
+//!   queue (MySQL 5.6 / MariaDB binlog group commit): a queued session leads, gathers every
+//!   session queued, and does one prepare, one binlog append and **one fsync** for the group,
+//!   then applies it and wakes the others with their results. The next group gathers and
+//!   prepares while this one's fsync runs, and fsyncs as soon as it ends; no mutex is held
+//!   across the fsync.
 //! * Rows sent to the client ([`RowSend`], per connection): MySQL 5.0/5.1's server layer
 //!   force-exits the gate before it sends each row (`select_send::send_data` →
 //!   `ha_release_temporary_latches` → `srv_conc_force_exit_innodb`), so every row sent costs the
