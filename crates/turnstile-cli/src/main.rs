@@ -37,8 +37,8 @@ enum Command {
     #[command(subcommand)]
     Repro(repro_cmd::Repro),
     /// Serve the engine over the MySQL protocol (TCP and a Unix socket; a password with
-    /// --password or TURNSTILE_PASSWORD, else loopback only), one OS thread per connection,
-    /// until Ctrl-C.
+    /// --password or TURNSTILE_PASSWORD, else loopback only), one OS thread per connection or
+    /// a pool of threads the gate governs, until Ctrl-C.
     Serve(serve_cmd::ServeArgs),
     /// Simulate an N-core machine running the same gate policies.
     Sim(sim_cmd::SimArgs),

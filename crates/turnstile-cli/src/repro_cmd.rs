@@ -7,6 +7,9 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use turnstile::Policy;
 use turnstile_bench::chart::{BarChart, BarPanel, LineChart, Series};
+use turnstile_bench::repro::server::{
+    self as server_bench, Program, ServerBenchConfig, ServerKind,
+};
 use turnstile_bench::repro::{self, mixed, oltp, pileup, tickets, Common, Progress, ReproError};
 use turnstile_bench::stats::each_once;
 
@@ -25,6 +28,10 @@ pub enum Repro {
     /// Seed 000 extended: two full scans beside 16 point-select sessions through one gate,
     /// the scans' slowdown and the point selects' latency per policy and tickets.
     Mixed(MixedArgs),
+    /// The real sysbench 1.0 client against `turnstile serve` and, when installed, a MariaDB
+    /// server this command starts, each in both thread handlings (one-thread-per-connection,
+    /// pool-of-threads): TPS, latency, CPU and threads against client connections.
+    Server(ServerArgs),
     /// All four with defaults that finish within 10 minutes on two cores, writing a report
     /// folder (report.md, SVG charts, results.json).
     All(AllArgs),
@@ -236,6 +243,34 @@ pub struct MixedArgs {
 }
 
 #[derive(Args)]
+pub struct ServerArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// sysbench threads = connections (comma-separated), each below 2000 (the servers'
+    /// connection limit). Default 1,4,16,64,256,1024 (quick: 4,64,1024).
+    #[arg(long, value_delimiter = ',')]
+    clients: Option<Vec<usize>>,
+    /// sysbench tests (comma-separated): oltp_read_only, oltp_point_select. Default: both.
+    #[arg(long, value_delimiter = ',')]
+    workloads: Option<Vec<String>>,
+    /// Seconds per sysbench run, whole, 1..=3600 (default 10; quick 3).
+    #[arg(long)]
+    seconds: Option<u64>,
+    /// Repetitions of the whole sweep, 1..=100 (default 3; quick 1): the tables show medians,
+    /// the ratios the median of each repetition's ratio.
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Servers (comma-separated): turnstile/one-thread-per-connection,
+    /// turnstile/pool-of-threads, mariadb/one-thread-per-connection, mariadb/pool-of-threads.
+    /// Default: all four (MariaDB's two are skipped, with a note, where mariadbd is not found).
+    #[arg(long, value_delimiter = ',')]
+    servers: Option<Vec<String>>,
+    /// Folder for the report (server.md), one TPS chart per workload and results.json.
+    #[arg(long, default_value = "reports/repro-server")]
+    out: PathBuf,
+}
+
+#[derive(Args)]
 pub struct AllArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -392,6 +427,143 @@ fn mixed_config(a: &MixedArgs) -> Result<mixed::MixedConfig, String> {
         c.settings = mixed::MixedSetting::select(p)?;
     }
     Ok(c)
+}
+
+fn server_config(a: &ServerArgs) -> Result<ServerBenchConfig, String> {
+    let mut c = if a.common.quick {
+        ServerBenchConfig::quick()
+    } else {
+        ServerBenchConfig::full()
+    };
+    if let Some(v) = &a.clients {
+        c.clients = v.clone();
+    }
+    if let Some(v) = &a.workloads {
+        c.workloads = v.iter().map(|w| w.trim().to_string()).collect();
+    }
+    if let Some(v) = a.seconds {
+        c.seconds = v;
+    }
+    if let Some(v) = a.reps {
+        c.reps = v;
+    }
+    if let Some(v) = &a.servers {
+        c.servers = v
+            .iter()
+            .map(|s| ServerKind::parse(s))
+            .collect::<Result<_, _>>()?;
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+/// This program, for `turnstile serve`. A rebuild replaces the file under a running binary;
+/// `/proc/self/exe` still names the one running.
+fn turnstile_exe() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    if exe.is_file() {
+        return Ok(exe);
+    }
+    let own = PathBuf::from("/proc/self/exe");
+    if own.exists() {
+        Ok(own)
+    } else {
+        Err(format!("this program's file {} is gone", exe.display()))
+    }
+}
+
+/// `repro server`: finds sysbench (required) and MariaDB (optional), runs the sweep, writes
+/// the report, the charts and results.json.
+fn server(a: &ServerArgs) -> Result<(), String> {
+    if a.common.fsync_ms.is_some() || a.common.metrics_file.is_some() {
+        return Err(
+            "--fsync-ms and --metrics-file do not apply to repro server: its servers \
+                    run as processes of their own"
+                .into(),
+        );
+    }
+    let mut cfg = server_config(a)?;
+    let c = a.common.common()?;
+    check_writable("report folder", &a.out)?;
+    let sysbench = repro::sysbench::find().map_err(|e| {
+        e.to_string()
+            .replacen("--client sysbench", "repro server", 1)
+    })?;
+    let mut skipped = Vec::new();
+    let mut mariadb = None;
+    if cfg.servers.iter().any(|s| s.program == Program::Mariadb) {
+        match server_bench::find_mariadb() {
+            Ok(m) => mariadb = Some(m),
+            Err(e) => {
+                let line = format!("{e}. The MariaDB servers are skipped.");
+                eprintln!("{line}");
+                cfg.servers.retain(|s| s.program != Program::Mariadb);
+                skipped.push(line);
+            }
+        }
+    }
+    if cfg.servers.is_empty() {
+        return Err("no server left to run".into());
+    }
+    let env = server_bench::ServerEnv {
+        turnstile: turnstile_exe()?,
+        data_dir: c.data_dir,
+        sysbench,
+        mariadb,
+    };
+    let mut bar = Bar::new(cfg.steps());
+    let r = server_bench::run(&cfg, &env, skipped, &mut bar).map_err(err);
+    bar.finish();
+    let r = r?;
+    let charts = server_charts(&r, &a.out)?;
+    if !charts.is_empty() {
+        eprintln!("charts: {}", charts.join(", "));
+    }
+    let md = server_bench::markdown(&r);
+    let path = a.out.join("server.md");
+    std::fs::write(&path, &md).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let json = serde_json::to_string_pretty(&r).map_err(|e| e.to_string())? + "\n";
+    let saved = a.out.join("results.json");
+    std::fs::write(&saved, json).map_err(|e| format!("cannot write {}: {e}", saved.display()))?;
+    eprintln!("report: {}, {}", path.display(), saved.display());
+    emit(a.common.json, &r, md)
+}
+
+/// Median TPS against clients (log x), one line per server, a chart per workload; a workload
+/// where no run gave figures gets none.
+pub fn server_charts(r: &server_bench::ServerReport, dir: &Path) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for w in &r.config.workloads {
+        let series: Vec<Series> = r
+            .config
+            .servers
+            .iter()
+            .map(|s| Series {
+                name: s.name(),
+                points: r
+                    .points
+                    .iter()
+                    .filter(|p| &p.workload == w && p.server == s.name() && p.tps.is_finite())
+                    .map(|p| (p.clients as f64, p.tps))
+                    .collect(),
+            })
+            .collect();
+        if series.iter().all(|s| s.points.is_empty()) {
+            continue;
+        }
+        let path = dir.join(format!("server-{w}-tps.svg"));
+        LineChart {
+            title: format!("sysbench {w}: transactions per second against client connections"),
+            x_label: "client connections (sysbench threads)".into(),
+            y_label: "TPS".into(),
+            log_y: false,
+            linear_x: false,
+            series,
+        }
+        .write_svg(&path)?;
+        out.push(path.display().to_string());
+    }
+    Ok(out)
 }
 
 fn pileup_config(a: &PileupArgs) -> Result<pileup::PileupConfig, String> {
@@ -633,12 +805,16 @@ struct AllResults {
 
 /// Runs a repro command.
 pub fn run(cmd: &Repro) -> Result<(), String> {
+    if let Repro::Server(a) = cmd {
+        return server(a);
+    }
     let common = match cmd {
         Repro::Tickets(a) => &a.common,
         Repro::Oltp(a) => &a.common,
         Repro::Pileup(a) => &a.common,
         Repro::Mixed(a) => &a.common,
         Repro::All(a) => &a.common,
+        Repro::Server(_) => unreachable!("run above"),
     };
     let _metrics = crate::metrics_file::start(common.metrics_file.as_deref())?;
     match cmd {
@@ -715,6 +891,7 @@ pub fn run(cmd: &Repro) -> Result<(), String> {
             emit(a.common.json, &r, md)
         }
         Repro::All(a) => all(a),
+        Repro::Server(a) => server(a),
     }
 }
 

@@ -9,7 +9,7 @@ use clap::Args;
 use turnstile::{GateConfig, Policy};
 use turnstile_bench::repro;
 use turnstile_engine::{CommitMode, RowSend};
-use turnstile_server::{Server, ServerConfig};
+use turnstile_server::{Server, ServerConfig, ThreadHandling};
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -58,6 +58,13 @@ pub struct ServeArgs {
     /// Connections served at once; one more is answered error 1040 (Too many connections).
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
+    /// one-thread-per-connection, or pool-of-threads: connections wait for commands in
+    /// epoll without a thread, and the gate decides how many worker threads run statements.
+    #[arg(long, default_value = "one-thread-per-connection")]
+    thread_handling: ThreadHandling,
+    /// The most worker threads the pool runs (thread_pool_max_threads), 1..=65536.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    thread_pool_max_threads: u32,
     /// Pre-create N sysbench tables sbtest1..sbtestN (with --table-size rows each).
     #[arg(long, default_value_t = 0)]
     tables: u32,
@@ -127,6 +134,8 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
     config.row_send = a.row_send;
     config.commit_mode = a.commit_mode;
     config.max_connections = a.max_connections;
+    config.thread_handling = a.thread_handling;
+    config.pool_max_threads = a.thread_pool_max_threads as usize;
     config.metrics = a.metrics_addr;
     let server = Server::start(config)?;
     for i in 1..=a.tables {
@@ -171,9 +180,10 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
         ),
     };
     println!(
-        "turnstile serve: listening on {} and {} (policy {}, concurrency {}, tickets {}, row-send {}, commit {}; {access})",
+        "turnstile serve: listening on {} and {} ({}, policy {}, concurrency {}, tickets {}, row-send {}, commit {}; {access})",
         server.tcp_addr(),
         a.socket.display(),
+        a.thread_handling,
         g.policy(),
         g.limit(),
         g.config().tickets,

@@ -315,8 +315,11 @@ pub(crate) fn status(shared: &Shared, pattern: Option<&str>) -> Vec<(String, Str
         rows.push((format!("turnstile_engine_{n}"), v.to_string()));
     }
     let s = &shared.stats;
+    let (workers, idle) = shared.pool_workers();
     for (n, v) in [
         ("connected", s.connected.load(Ordering::SeqCst) as u64),
+        ("pool_threads", workers as u64),
+        ("pool_idle_threads", idle as u64),
         ("connections", s.connections.load(r)),
         ("refused_connections", s.refused_connections.load(r)),
         ("aborted_connections", s.aborted_connections.load(r)),

@@ -30,6 +30,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -51,6 +52,7 @@ mod mysql_error;
 mod outcome;
 mod plan_cache;
 mod plan_error;
+mod pool;
 mod precheck;
 mod shim;
 pub mod sql;
@@ -102,10 +104,70 @@ pub struct ServerConfig {
     /// How long a write to a client may block (`net_write_timeout`): a client that stops
     /// reading a result is disconnected, and its statement leaves the gate.
     pub net_write_timeout: Duration,
+    /// With a thread pool, how long a read within a command may block its worker
+    /// (`net_read_timeout`): a client that stops halfway through a packet is disconnected.
+    /// (With a thread per connection, the thread is the connection's anyway, and
+    /// `wait_timeout` bounds every read.)
+    pub net_read_timeout: Duration,
     /// Log connection errors and refused statements on stderr.
     pub log: bool,
     /// Where to answer Prometheus scrapes (`GET /metrics`, `--metrics-addr`); `None`: nowhere.
     pub metrics: Option<SocketAddr>,
+    /// A thread per connection, or connections multiplexed over a pool the gate governs
+    /// (`--thread-handling`, MySQL's `thread_handling`).
+    pub thread_handling: ThreadHandling,
+    /// The most worker threads a pool runs (`thread_pool_max_threads`); ignored with a thread
+    /// per connection, where `max_connections` bounds the threads.
+    pub pool_max_threads: usize,
+}
+
+/// How connections get threads (MySQL's and MariaDB's `thread_handling`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ThreadHandling {
+    /// One OS thread per connection, from login to close (MySQL's default).
+    #[default]
+    OneThreadPerConnection,
+    /// Connections wait for their next command in epoll, without a thread; worker threads
+    /// run one command at a time for whichever connection has one, and how many run at once
+    /// is what the gate admits ([`pool`]).
+    PoolOfThreads,
+}
+
+impl ThreadHandling {
+    /// Both, in report order.
+    pub const ALL: [ThreadHandling; 2] = [
+        ThreadHandling::OneThreadPerConnection,
+        ThreadHandling::PoolOfThreads,
+    ];
+
+    /// MySQL's name: `one-thread-per-connection` / `pool-of-threads`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadHandling::OneThreadPerConnection => "one-thread-per-connection",
+            ThreadHandling::PoolOfThreads => "pool-of-threads",
+        }
+    }
+}
+
+impl std::fmt::Display for ThreadHandling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ThreadHandling {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        ThreadHandling::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown thread handling '{s}': expected one-thread-per-connection or pool-of-threads"
+                )
+            })
+    }
 }
 
 impl ServerConfig {
@@ -137,8 +199,15 @@ impl ServerConfig {
             wait_timeout: Duration::from_secs(28_800),
             // MySQL's net_write_timeout default: 60 s.
             net_write_timeout: Duration::from_secs(60),
+            // MySQL's net_read_timeout default: 30 s.
+            net_read_timeout: Duration::from_secs(30),
             log: true,
             metrics: None,
+            thread_handling: ThreadHandling::OneThreadPerConnection,
+            // MariaDB's `thread_pool_max_threads` is 65,536; a pool here needs a worker only
+            // per statement running or in a wait at once, and 1,024 keeps a runaway (every
+            // worker stuck in an undeclared wait) at a bounded number of stacks.
+            pool_max_threads: 1024,
         }
     }
 }
@@ -181,6 +250,8 @@ pub(crate) struct Shared {
     stopping: AtomicBool,
     /// A second handle on each open connection's socket, to close it at shutdown.
     open: Mutex<HashMap<u32, Handle>>,
+    /// The thread pool, with `pool-of-threads`.
+    pool: Option<Arc<pool::Pool>>,
 }
 
 impl Shared {
@@ -190,6 +261,21 @@ impl Shared {
 
     pub(crate) fn commit_mode(&self) -> CommitMode {
         CommitMode::ALL[self.commit_mode.load(Ordering::Relaxed) as usize]
+    }
+
+    /// How long a read may block once the client logged in: the whole idle wait with a thread
+    /// per connection, a read within a command with a pool (which waits for commands in
+    /// epoll, bounded by `wait_timeout` there).
+    fn read_timeout_after_login(&self) -> Duration {
+        match self.pool {
+            Some(_) => self.config.net_read_timeout,
+            None => self.config.wait_timeout,
+        }
+    }
+
+    /// Pool worker threads now and how many are idle (0, 0 with a thread per connection).
+    pub(crate) fn pool_workers(&self) -> (usize, usize) {
+        self.pool.as_ref().map_or((0, 0), |p| p.workers())
     }
 }
 
@@ -284,20 +370,41 @@ impl Server {
             .expect("a CommitMode") as u32;
         let indexes = indexes::IndexNames::open(&config.engine.data_dir)
             .map_err(|e| format!("cannot read the index names: {e}"))?;
-        let shared = Arc::new(Shared {
-            engine,
-            gate,
-            stats: ServerStats::default(),
-            row_send: AtomicU32::new(row_send),
-            commit_mode: AtomicU32::new(commit_mode),
-            started: Instant::now(),
-            credentials,
-            indexes,
-            next_conn: AtomicU32::new(1),
-            stopping: AtomicBool::new(false),
-            open: Mutex::new(HashMap::new()),
-            config,
+        let mut pool_error = None;
+        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| {
+            let pool = match config.thread_handling {
+                ThreadHandling::OneThreadPerConnection => None,
+                ThreadHandling::PoolOfThreads => {
+                    let weak = weak.clone();
+                    let room = Box::new(move |active| {
+                        weak.upgrade().is_none_or(|s| {
+                            pool::gate_has_room(s.gate.current().0.occupancy(), active)
+                        })
+                    });
+                    pool::Pool::start(config.pool_max_threads, THREAD_STACK, room)
+                        .map_err(|e| pool_error = Some(e))
+                        .ok()
+                }
+            };
+            Shared {
+                engine,
+                gate,
+                stats: ServerStats::default(),
+                row_send: AtomicU32::new(row_send),
+                commit_mode: AtomicU32::new(commit_mode),
+                started: Instant::now(),
+                credentials,
+                indexes,
+                next_conn: AtomicU32::new(1),
+                stopping: AtomicBool::new(false),
+                open: Mutex::new(HashMap::new()),
+                pool,
+                config,
+            }
         });
+        if let Some(e) = pool_error {
+            return Err(format!("cannot start the thread pool: {e}"));
+        }
         let mut accept_threads = Vec::new();
         {
             let shared = shared.clone();
@@ -417,6 +524,9 @@ impl Server {
         for h in self.shared.open.lock().expect("open connections").values() {
             h.shutdown();
         }
+        if let Some(p) = &self.shared.pool {
+            p.stop();
+        }
         if let Some(p) = &self.socket {
             let _ = std::fs::remove_file(p);
         }
@@ -446,7 +556,7 @@ fn accept_tcp(shared: Arc<Shared>, listener: TcpListener) {
                 );
                 let s = Arc::new(s);
                 let t = s.clone();
-                let idle = shared.config.wait_timeout;
+                let idle = shared.read_timeout_after_login();
                 let logged_in = Box::new(move || {
                     let _ = t.set_read_timeout(Some(idle));
                 });
@@ -468,7 +578,7 @@ fn accept_unix(shared: Arc<Shared>, listener: UnixListener) {
                 let _ = s.set_write_timeout(Some(shared.config.net_write_timeout));
                 let s = Arc::new(s);
                 let t = s.clone();
-                let idle = shared.config.wait_timeout;
+                let idle = shared.read_timeout_after_login();
                 let logged_in = Box::new(move || {
                     let _ = t.set_read_timeout(Some(idle));
                 });
@@ -511,7 +621,7 @@ fn admit<S>(
     host: &str,
     logged_in: Box<dyn FnOnce() + Send>,
 ) where
-    S: Send + Sync + 'static,
+    S: Send + Sync + AsRawFd + 'static,
     for<'a> &'a S: std::io::Read + Write,
 {
     let max = shared.config.max_connections;
@@ -537,6 +647,18 @@ fn admit<S>(
         .lock()
         .expect("open connections")
         .insert(id, handle);
+    if let Some(pool) = &shared.pool {
+        let fd = stream.as_raw_fd();
+        let idle = pool.idle_waiter(id, fd, shared.config.wait_timeout);
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let future = shim::connection(shared, id, stream, login, Some(idle));
+        let shared = shared.clone();
+        pool.spawn(
+            Box::pin(future),
+            Box::new(move |panicked| connection_ended(&shared, id, panicked)),
+        );
+        return;
+    }
     let thread_shared = shared.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("conn-{id}"))
@@ -547,23 +669,7 @@ fn admit<S>(
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 shim::run(&shared, id, stream, login)
             }));
-            if r.is_err() {
-                // The panic message was printed by the panic hook; the connection's guards and
-                // its engine connection were dropped while unwinding (slot freed, transaction
-                // rolled back).
-                shared.stats.panics.fetch_add(1, Ordering::Relaxed);
-                shared
-                    .stats
-                    .aborted_connections
-                    .fetch_add(1, Ordering::Relaxed);
-                if shared.config.log {
-                    eprintln!("turnstile serve: connection {id}: thread panicked; closed");
-                }
-            }
-            if let Some(h) = shared.open.lock().expect("open connections").remove(&id) {
-                h.shutdown();
-            }
-            shared.stats.connected.fetch_sub(1, Ordering::SeqCst);
+            connection_ended(&shared, id, r.is_err());
         });
     if let Err(e) = spawned {
         shared.stats.connected.fetch_sub(1, Ordering::SeqCst);
@@ -574,4 +680,25 @@ fn admit<S>(
             eprintln!("turnstile serve: cannot start a connection thread: {e}");
         }
     }
+}
+
+/// A connection's end, on whichever thread ran it: its socket closed, its place freed.
+fn connection_ended(shared: &Shared, id: u32, panicked: bool) {
+    if panicked {
+        // The panic message was printed by the panic hook; the connection's guards and its
+        // engine connection were dropped while unwinding (slot freed, transaction rolled
+        // back).
+        shared.stats.panics.fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .aborted_connections
+            .fetch_add(1, Ordering::Relaxed);
+        if shared.config.log {
+            eprintln!("turnstile serve: connection {id}: thread panicked; closed");
+        }
+    }
+    if let Some(h) = shared.open.lock().expect("open connections").remove(&id) {
+        h.shutdown();
+    }
+    shared.stats.connected.fetch_sub(1, Ordering::SeqCst);
 }

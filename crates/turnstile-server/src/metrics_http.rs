@@ -215,7 +215,8 @@ pub(crate) fn prometheus(shared: &Shared) -> String {
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
         );
     }
-    let gauges: [(&str, &str, u64); 5] = [
+    let (workers, idle) = shared.pool_workers();
+    let gauges: [(&str, &str, u64); 7] = [
         (
             "turnstile_engine_commit_waiting",
             "Sessions waiting for or holding the commit mutex.",
@@ -235,6 +236,16 @@ pub(crate) fn prometheus(shared: &Shared) -> String {
             "turnstile_server_connected",
             "Connections open now.",
             s.connected.load(Ordering::SeqCst) as u64,
+        ),
+        (
+            "turnstile_server_pool_threads",
+            "Thread pool workers now (0 with a thread per connection).",
+            workers as u64,
+        ),
+        (
+            "turnstile_server_pool_idle_threads",
+            "Of those, workers waiting for a connection with a command.",
+            idle as u64,
         ),
         (
             "turnstile_server_gate_generation",

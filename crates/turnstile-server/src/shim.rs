@@ -18,20 +18,30 @@ use crate::binary_params::param_lit;
 use crate::conn::{check_database, Ctx, State};
 use crate::mysql_error::{err, plan_err, SqlError};
 use crate::outcome::{result_cols, text_col};
+use crate::pool::{ClientIo, Idle};
 use crate::sql::{self, Lit};
 use crate::wire::{block_on, BlockingWriter, CheckedReader, StmtParams};
 use crate::Shared;
 
 /// A socket shared by the reader, the writer and the answers of the packet checks (`&TcpStream`
 /// and `&UnixStream` read and write).
-struct SharedIo<S>(Arc<S>);
+/// A connection's socket, shared by its reader and writer; with a pool, a call that would
+/// block is counted as the worker waiting on the client ([`ClientIo`]).
+struct SharedIo<S> {
+    stream: Arc<S>,
+    pooled: Option<ClientIo>,
+}
 
 impl<S> Read for SharedIo<S>
 where
     for<'a> &'a S: Read,
 {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self.0).read(buf)
+        let mut stream = &*self.stream;
+        match &self.pooled {
+            Some(p) => p.read(buf, |buf| stream.read(buf)),
+            None => stream.read(buf),
+        }
     }
 }
 
@@ -40,11 +50,15 @@ where
     for<'a> &'a S: Write,
 {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self.0).write(buf)
+        let mut stream = &*self.stream;
+        match &self.pooled {
+            Some(p) => p.write(buf, |buf| stream.write(buf)),
+            None => stream.write(buf),
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        (&*self.0).flush()
+        (&*self.stream).flush()
     }
 }
 
@@ -62,26 +76,48 @@ where
     S: Send + Sync + 'static,
     for<'a> &'a S: Read + Write,
 {
+    block_on(connection(shared, id, stream, login, None));
+}
+
+/// Connection `id` on `stream`, from its greeting to its end. With `idle` (a thread pool), it
+/// returns `Pending` between commands while the client is silent; otherwise it never does.
+pub(crate) fn connection<S>(
+    shared: &Arc<Shared>,
+    id: u32,
+    stream: Arc<S>,
+    login: crate::auth::Login,
+    idle: Option<Idle>,
+) -> impl std::future::Future<Output = ()> + Send + 'static
+where
+    S: Send + Sync + 'static,
+    for<'a> &'a S: Read + Write,
+{
     let params = StmtParams::default();
     let salt = login.salt();
-    let reader = CheckedReader::new(
-        SharedIo(stream.clone()),
-        SharedIo(stream.clone()),
+    let pooled = idle.as_ref().map(Idle::client_io);
+    let io = |stream: Arc<S>| SharedIo {
+        stream,
+        pooled: pooled.clone(),
+    };
+    let mut reader = CheckedReader::new(
+        io(stream.clone()),
+        io(stream.clone()),
         shared.config.max_packet,
         params.clone(),
         login,
     );
+    if let Some(idle) = idle {
+        reader = reader.with_idle(idle);
+    }
     // Buffered: the protocol crate writes each packet as a header and a body, and a result
     // set as one packet per row; unbuffered, that is two syscalls and two TCP segments per row
     // (TCP_NODELAY is on). The crate flushes at the end of every response.
-    let writer = BlockingWriter(std::io::BufWriter::with_capacity(
-        WRITE_BUFFER,
-        SharedIo(stream),
-    ));
+    let writer = BlockingWriter(std::io::BufWriter::with_capacity(WRITE_BUFFER, io(stream)));
     let (gate, generation) = shared.gate.current();
     let mut conn = Connection::new(shared.engine.clone(), &gate, format!("conn {id}"));
     conn.set_row_send(shared.row_send());
     conn.set_commit_mode(shared.commit_mode());
+    let shared = shared.clone();
     let shim = Shim {
         ctx: Ctx {
             shared: shared.clone(),
@@ -91,26 +127,28 @@ where
         },
         st: Mutex::new(State::new(conn, generation)),
     };
-    if let Err(e) = block_on(AsyncMysqlIntermediary::run_on(shim, reader, writer)) {
-        let quiet = matches!(
-            e.kind(),
-            io::ErrorKind::UnexpectedEof
-                | io::ErrorKind::ConnectionReset
-                | io::ErrorKind::BrokenPipe
-                | io::ErrorKind::ConnectionAborted
-        );
-        if !quiet {
-            shared
-                .stats
-                .aborted_connections
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    async move {
+        if let Err(e) = AsyncMysqlIntermediary::run_on(shim, reader, writer).await {
+            let quiet = matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::ConnectionAborted
+            );
+            if !quiet {
+                shared
+                    .stats
+                    .aborted_connections
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if shared.config.log && !quiet {
+                eprintln!("turnstile serve: connection {id} closed: {e}");
+            }
         }
-        if shared.config.log && !quiet {
-            eprintln!("turnstile serve: connection {id} closed: {e}");
-        }
+        // The shim (and its engine connection) was dropped by `run_on`: an open transaction
+        // was rolled back and its row locks released.
     }
-    // The shim (and its engine connection) was dropped by `run_on`: an open transaction was
-    // rolled back and its row locks released.
 }
 
 struct Shim {

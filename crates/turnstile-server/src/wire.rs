@@ -2,10 +2,12 @@
 //! protocol crate does not make.
 //!
 //! `opensrv-mysql` is written against tokio's `AsyncRead`/`AsyncWrite`. Here both are plain
-//! blocking reads and writes on the connection's own OS thread (MySQL's
+//! blocking reads and writes on the thread running the connection (MySQL's
 //! one-thread-per-connection): a poll never returns `Pending`, so [`block_on`] runs a
 //! connection's whole protocol loop on its thread without a runtime, and a nested
-//! [`block_on`] (sending a row from inside an engine cursor) is sound.
+//! [`block_on`] (sending a row from inside an engine cursor) is sound. The one exception is a
+//! thread pool's connection between two commands ([`crate::pool`]): its read returns
+//! `Pending` there, outside any statement, and the pool polls it again when a byte arrives.
 //!
 //! [`CheckedReader`] frames the client's packets as they arrive and, before the protocol crate
 //! sees them:
@@ -283,6 +285,8 @@ pub struct CheckedReader<R, E> {
     /// The current packet is long data for this statement (its continuation chunks count
     /// too).
     in_long_data: Option<u32>,
+    /// With a thread pool: the wait for the next command, which frees the worker.
+    idle: Option<crate::pool::Idle>,
 }
 
 /// Parameter counts of a connection's prepared statements, by statement id: written by the
@@ -321,6 +325,7 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
             long_data: HashMap::new(),
             long_data_total: 0,
             in_long_data: None,
+            idle: None,
             inner,
             answer,
             max_packet,
@@ -333,8 +338,25 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
         }
     }
 
+    /// Waits for each next command with `idle` (a thread pool's connection) instead of a
+    /// blocking read.
+    pub(crate) fn with_idle(mut self, idle: crate::pool::Idle) -> Self {
+        self.idle = Some(idle);
+        self
+    }
+
     fn available(&self) -> &[u8] {
         &self.raw[self.pos..]
+    }
+
+    /// Logged in, between two commands, with nothing of the next one read: the only point
+    /// where a pooled connection lets its worker go (nothing is half-parsed here).
+    fn between_commands(&self) -> bool {
+        matches!(self.phase, Phase::Commands)
+            && matches!(self.at, At::Header)
+            && !self.continuing
+            && self.staged_pos >= self.staged.len()
+            && self.available().is_empty()
     }
 
     /// Reads more bytes from the socket: `want` more are awaited (a read asks for at least
@@ -896,9 +918,18 @@ impl<R: Read, E: Write> CheckedReader<R, E> {
 impl<R: Read + Unpin, E: Write + Unpin> AsyncRead for CheckedReader<R, E> {
     fn poll_read(
         mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if self.between_commands() {
+            if let Some(idle) = self.idle.as_mut() {
+                match idle.poll_ready(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Ready(Ok(())) => {}
+                }
+            }
+        }
         let out = buf.initialize_unfilled();
         let r = self.read_checked(out);
         Poll::Ready(r.map(|n| buf.advance(n)))

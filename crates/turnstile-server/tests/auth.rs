@@ -3,6 +3,10 @@
 
 mod raw_client;
 
+/// The thread handling every server of these tests runs (`raw_client::server_with`).
+const THREAD_HANDLING: turnstile_server::ThreadHandling =
+    turnstile_server::ThreadHandling::OneThreadPerConnection;
+
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 

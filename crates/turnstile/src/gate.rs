@@ -5,7 +5,7 @@ use crate::config::{check_limit, GateConfig, Policy};
 use crate::driver::Driver;
 use crate::error::ConfigError;
 use crate::inner::GateInner;
-use crate::monitor::{Counter, GateSnapshot, GateStats, N_COUNTERS};
+use crate::monitor::{Counter, GateSnapshot, GateStats, Occupancy, N_COUNTERS};
 use crate::registry::{Registry, SessionShared};
 use crate::session::Session;
 use crate::sync::{lock, Arc, AtomicU64, Ordering};
@@ -137,6 +137,12 @@ impl Gate {
     pub fn stats(&self) -> GateStats {
         let totals = self.inner.registry.totals();
         self.inner.stats_from(totals)
+    }
+
+    /// How full the gate is now: cheap (the policy's counters, no pass over the sessions), for
+    /// a scheduler that decides on every task whether another thread should run.
+    pub fn occupancy(&self) -> Occupancy {
+        self.inner.occupancy()
     }
 
     /// A picture of the gate now: its [`GateStats`] and every session's state and tickets.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::config::GateConfig;
 use crate::driver::Driver;
-use crate::monitor::{Counters, GateStats};
+use crate::monitor::{Counters, GateStats, Occupancy};
 use crate::registry::{Registry, Totals};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -23,6 +23,17 @@ pub(crate) struct GateInner {
 }
 
 impl GateInner {
+    pub(crate) fn occupancy(&self) -> Occupancy {
+        let g = self.driver.gauges(self.config.sleep_delay);
+        let r = &self.registry;
+        Occupancy {
+            limit: g.limit,
+            inside: g.inside,
+            waiting: r.waiting.load(Ordering::Relaxed).max(g.queued + g.sleeping),
+            stepped_out: r.stepped_out.load(Ordering::Relaxed),
+        }
+    }
+
     pub(crate) fn stats_from(&self, totals: Totals) -> GateStats {
         let c = &self.config;
         let g = self.driver.gauges(c.sleep_delay);

@@ -112,7 +112,7 @@ pub use error::{ConfigError, GateError, Misuse, OverloadReason, Unit};
 pub use gate::Gate;
 pub use histogram::{Histogram, HistogramSnapshot};
 pub use monitor::{
-    Counters, GateSnapshot, GateStats, SessionSnapshot, SessionState, StepOutReason,
+    Counters, GateSnapshot, GateStats, Occupancy, SessionSnapshot, SessionState, StepOutReason,
 };
 pub use mutex::{Condvar, Mutex, MutexGuard, WaitTimeoutResult};
 pub use policy::auto::AutoStats;

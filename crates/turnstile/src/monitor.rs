@@ -184,6 +184,22 @@ pub struct SessionSnapshot {
     pub in_state: Option<Duration>,
 }
 
+/// How full the gate is now, from [`crate::Gate::occupancy`]: what a scheduler in front of it
+/// (a thread pool deciding whether to start another worker) reads on every decision, so it
+/// comes from the policy's own counters without a pass over the sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Occupancy {
+    /// The limit now (0 = unlimited).
+    pub limit: u32,
+    /// Threads counted inside.
+    pub inside: u32,
+    /// Threads queued or sleeping before the gate.
+    pub waiting: u32,
+    /// Threads stepped out of their slot for a declared wait.
+    pub stepped_out: u32,
+}
+
 /// The gate's totals and gauges, from [`crate::Gate::stats`]: cheap to take (no allocation
 /// per session), lifetime counters that never decrease, and gate-wide histograms.
 #[derive(Debug, Clone, PartialEq)]

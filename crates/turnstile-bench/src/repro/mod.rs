@@ -23,6 +23,7 @@ pub mod census;
 pub mod mixed;
 pub mod oltp;
 pub mod pileup;
+pub mod server;
 pub mod sweep;
 pub mod sysbench;
 pub mod tickets;

@@ -34,6 +34,7 @@ pub fn server_with(tag: &str, rows: u32, f: impl FnOnce(&mut ServerConfig)) -> (
     c.tcp = "127.0.0.1:0".parse().unwrap();
     c.gate = GateConfig::new(Policy::Classic).limit(4);
     c.log = false;
+    c.thread_handling = crate::THREAD_HANDLING;
     f(&mut c);
     let s = Server::start(c).unwrap();
     s.engine()
