@@ -598,25 +598,18 @@ impl ClientIo {
         buf: &mut [u8],
         blocking: impl FnOnce(&mut [u8]) -> io::Result<usize>,
     ) -> io::Result<usize> {
-        loop {
-            // SAFETY: `buf` is valid for `buf.len()` bytes of writes; `fd` is open (the field).
-            let n = unsafe {
-                libc::recv(
-                    self.fd,
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n >= 0 {
-                return Ok(n as usize);
-            }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => return self.waiting(|| blocking(buf)),
-                _ => return Err(e),
-            }
+        // SAFETY: `buf` is valid for `buf.len()` bytes of writes; `fd` is open (the field).
+        let now = || unsafe {
+            libc::recv(
+                self.fd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        match without_blocking(now) {
+            Some(r) => r,
+            None => self.waiting(|| blocking(buf)),
         }
     }
 
@@ -627,26 +620,19 @@ impl ClientIo {
         buf: &[u8],
         blocking: impl FnOnce(&[u8]) -> io::Result<usize>,
     ) -> io::Result<usize> {
-        loop {
-            // SAFETY: `buf` is valid for `buf.len()` bytes of reads; `fd` is open (the field).
-            // MSG_NOSIGNAL: a closed peer is an EPIPE error, as std's own writes make it.
-            let n = unsafe {
-                libc::send(
-                    self.fd,
-                    buf.as_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                )
-            };
-            if n >= 0 {
-                return Ok(n as usize);
-            }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => return self.waiting(|| blocking(buf)),
-                _ => return Err(e),
-            }
+        // SAFETY: `buf` is valid for `buf.len()` bytes of reads; `fd` is open (the field).
+        // MSG_NOSIGNAL: a closed peer is an EPIPE error, as std's own writes make it.
+        let now = || unsafe {
+            libc::send(
+                self.fd,
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        match without_blocking(now) {
+            Some(r) => r,
+            None => self.waiting(|| blocking(buf)),
         }
     }
 
@@ -661,6 +647,23 @@ impl ClientIo {
         // Undone on unwind too: a count left raised would let the pool past the gate for good.
         let _done = Done(&self.pool.on_clients);
         io()
+    }
+}
+
+/// A non-blocking socket call's outcome: its byte count or error, or `None` when it would
+/// block. An interrupted call is made again.
+fn without_blocking(mut call: impl FnMut() -> isize) -> Option<io::Result<usize>> {
+    loop {
+        let n = call();
+        if n >= 0 {
+            return Some(Ok(n as usize));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return None,
+            _ => return Some(Err(e)),
+        }
     }
 }
 
