@@ -25,7 +25,7 @@ use std::future::Future;
 use std::io;
 use std::os::fd::RawFd;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -110,8 +110,15 @@ struct RunQueue {
 struct Armed {
     waker: Waker,
     deadline: Instant,
-    timed_out: Arc<AtomicBool>,
+    woke: Arc<AtomicU8>,
 }
+
+/// Why an armed connection was woken ([`Idle::woke`]).
+const WOKE_NOT: u8 = 0;
+/// epoll saw its socket readable (a command's first byte, or the end of the stream).
+const WOKE_READY: u8 = 1;
+/// Its `wait_timeout` passed first.
+const WOKE_TIMED_OUT: u8 = 2;
 
 /// What an idle worker's wait in epoll brought.
 enum Listened {
@@ -167,9 +174,13 @@ impl Pool {
                 }
                 fds.push(fd);
             }
-            for _ in 0..2 {
+            // The queue's eventfd counts signals (a semaphore): each wakes one idle worker, so a
+            // worker that takes one cannot swallow another's, which would leave a task queued
+            // beside a worker asleep.
+            for semaphore in [libc::EFD_SEMAPHORE, 0] {
                 // SAFETY: as above.
-                let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+                let fd =
+                    unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK | semaphore) };
                 if fd < 0 {
                     return Err(io::Error::last_os_error());
                 }
@@ -261,7 +272,7 @@ impl Pool {
             fd,
             wait_timeout,
             registered: false,
-            timed_out: Arc::new(AtomicBool::new(false)),
+            woke: Arc::new(AtomicU8::new(WOKE_NOT)),
         }
     }
 
@@ -285,13 +296,13 @@ impl Pool {
         }
     }
 
-    /// Reads the queue's eventfd back to empty, unless stopping (then it stays readable, so
+    /// Takes one signal from the queue's eventfd, unless stopping (then it stays readable, so
     /// that every worker waiting wakes).
-    fn drain_queue_signal(&self) {
+    fn take_queue_signal(&self) {
         if !self.stopping.load(Ordering::Acquire) {
             let mut count = 0u64;
-            // SAFETY: an eventfd read takes exactly 8 bytes into `count`; non-blocking, so a
-            // thread that lost the race reads nothing.
+            // SAFETY: an eventfd read takes exactly 8 bytes into `count` (1, as a semaphore);
+            // non-blocking, so a thread that lost the race reads nothing.
             unsafe { libc::read(self.queue_fd, (&mut count as *mut u64).cast(), 8) };
         }
     }
@@ -396,12 +407,13 @@ impl Pool {
         }
         let token = ev[0].u64;
         if token == QUEUE_TOKEN {
-            self.drain_queue_signal();
+            self.take_queue_signal();
             return Listened::Queue;
         }
         let Some(armed) = lock(&self.armed).remove(&token) else {
             return Listened::Queue;
         };
+        armed.woke.store(WOKE_READY, Ordering::Release);
         CLAIM.with(|c| *c.borrow_mut() = Some(None));
         armed.waker.wake();
         match CLAIM.with(|c| c.borrow_mut().take()).flatten() {
@@ -438,19 +450,18 @@ impl Pool {
         }
     }
 
-    /// Waits in epoll for `idle`'s socket to become readable, or its `wait_timeout`.
-    fn arm(&self, idle: &mut Idle, waker: Waker) -> io::Result<()> {
+    /// Waits in epoll for `idle`'s socket to become readable, or its `wait_timeout`; `false`
+    /// when the pool is stopping (nothing will wake it: the caller reads the socket's end).
+    fn arm(&self, idle: &mut Idle, waker: Waker) -> io::Result<bool> {
         if self.stopping.load(Ordering::Acquire) {
-            // The poller is gone: poll again at once, and read the socket's end.
-            waker.wake();
-            return Ok(());
+            return Ok(false);
         }
         lock(&self.armed).insert(
             idle.token,
             Armed {
                 waker,
                 deadline: Instant::now() + idle.wait_timeout,
-                timed_out: idle.timed_out.clone(),
+                woke: idle.woke.clone(),
             },
         );
         // One-shot: the connection is handed to one worker per readiness, and re-armed when
@@ -466,35 +477,48 @@ impl Pool {
             return Err(e);
         }
         idle.registered = true;
-        Ok(())
+        Ok(true)
     }
 
     /// The pool's clock: closes connections silent for `wait_timeout`; when no worker waits
-    /// in epoll (all busy, or none yet), takes the connections with a command there to the
-    /// queue; and starts a worker when the gate has room — a slot freed by a declared wait or
-    /// raised by the stall watch reaches the pool here, at the latest one tick later.
+    /// in epoll, takes the connections with a command there to the queue (all busy: a look
+    /// each tick, never a wait that a command would wake; no workers yet: a wait); and starts
+    /// a worker when the gate has room — a slot freed by a declared wait or raised by the
+    /// stall watch reaches the pool here, at the latest one tick later.
     fn poller(self: Arc<Pool>) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         let mut next_expiry = Instant::now() + Duration::from_millis(IDLE_TICK_MS as u64);
         loop {
-            let (idle, workers) = {
+            let workers = {
                 let mut q = lock(&self.run);
                 self.may_start(&mut q);
-                (q.idle, q.workers)
+                q.workers
             };
             let tick = if workers > 0 {
                 BACKLOG_TICK_MS
             } else {
                 IDLE_TICK_MS
             };
-            if idle == 0 {
+            if workers > 0 {
+                let mut stop = [libc::epoll_event { events: 0, u64: 0 }];
+                // SAFETY: `stop` has room for the one entry asked for.
+                unsafe { libc::epoll_wait(self.timer_epoll, stop.as_mut_ptr(), 1, tick) };
+                if self.stopping.load(Ordering::Acquire) {
+                    break;
+                }
+            }
+            // With workers, only a look at the backlog: a worker that finishes a command takes
+            // the next ready connection from epoll itself, with no wake-up of this thread in
+            // between. Without workers, this thread is the one that waits for a command.
+            let look = if workers > 0 { 0 } else { tick };
+            if workers == 0 || lock(&self.run).idle == 0 {
                 // SAFETY: `events` has room for `events.len()` entries.
                 let n = unsafe {
                     libc::epoll_wait(
                         self.epoll,
                         events.as_mut_ptr(),
                         events.len() as libc::c_int,
-                        tick,
+                        look,
                     )
                 };
                 if self.stopping.load(Ordering::Acquire) {
@@ -506,22 +530,18 @@ impl Pool {
                         .iter()
                         .filter_map(|ev| match ev.u64 {
                             QUEUE_TOKEN => {
-                                self.drain_queue_signal();
+                                self.take_queue_signal();
                                 None
                             }
-                            t => armed.remove(&t).map(|a| a.waker),
+                            t => armed.remove(&t).map(|a| {
+                                a.woke.store(WOKE_READY, Ordering::Release);
+                                a.waker
+                            }),
                         })
                         .collect()
                 };
                 for w in ready {
                     w.wake();
-                }
-            } else {
-                let mut stop = [libc::epoll_event { events: 0, u64: 0 }];
-                // SAFETY: `stop` has room for the one entry asked for.
-                unsafe { libc::epoll_wait(self.timer_epoll, stop.as_mut_ptr(), 1, tick) };
-                if self.stopping.load(Ordering::Acquire) {
-                    break;
                 }
             }
             let now = Instant::now();
@@ -537,7 +557,7 @@ impl Pool {
                     gone.into_iter()
                         .filter_map(|t| armed.remove(&t))
                         .map(|a| {
-                            a.timed_out.store(true, Ordering::Release);
+                            a.woke.store(WOKE_TIMED_OUT, Ordering::Release);
                             a.waker
                         })
                         .collect()
@@ -677,8 +697,8 @@ pub(crate) struct Idle {
     wait_timeout: Duration,
     /// Added to the epoll set once; re-armed with `EPOLL_CTL_MOD` after.
     registered: bool,
-    /// Set by the poller when `wait_timeout` passed first.
-    timed_out: Arc<AtomicBool>,
+    /// Why the last wait in epoll ended, set before its wake-up.
+    woke: Arc<AtomicU8>,
 }
 
 impl Idle {
@@ -690,20 +710,27 @@ impl Idle {
         }
     }
 
-    /// Ready when a byte of the next command (or the end of the stream) is there; otherwise
-    /// arms the connection in epoll and returns `Pending`, freeing the worker. An error after
-    /// `wait_timeout` of silence, as the blocking read's timeout is with a thread per
-    /// connection.
+    /// Ready when epoll has seen a byte of the next command (or the end of the stream);
+    /// otherwise arms the connection in epoll and returns `Pending`, freeing the worker. An
+    /// error after `wait_timeout` of silence, as the blocking read's timeout is with a thread
+    /// per connection.
     pub(crate) fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.timed_out.swap(false, Ordering::AcqRel) {
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "silent for wait_timeout ({} s)",
-                    self.wait_timeout.as_secs()
-                ),
-            )));
+        match self.woke.swap(WOKE_NOT, Ordering::AcqRel) {
+            WOKE_READY => return Poll::Ready(Ok(())),
+            WOKE_TIMED_OUT => {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "silent for wait_timeout ({} s)",
+                        self.wait_timeout.as_secs()
+                    ),
+                )))
+            }
+            // First time here, or a wake-up that was not epoll's: look, then wait.
+            _ => {}
         }
+        // A look first: a client that answers at once has often sent its next command while
+        // the worker wrote the last result, and then no wait in epoll is needed at all.
         loop {
             let mut byte = 0u8;
             // SAFETY: a one-byte peek into `byte`, which outlives the call; `fd` is open
@@ -719,17 +746,18 @@ impl Idle {
             if n >= 0 {
                 return Poll::Ready(Ok(()));
             }
-            let e = io::Error::last_os_error();
-            match e.kind() {
+            match io::Error::last_os_error().kind() {
                 io::ErrorKind::Interrupted => continue,
                 io::ErrorKind::WouldBlock => break,
-                // The blocking read that follows reports it.
+                // The read that follows reports it.
                 _ => return Poll::Ready(Ok(())),
             }
         }
         let pool = self.pool.clone();
         match pool.arm(self, cx.waker().clone()) {
-            Ok(()) => Poll::Pending,
+            Ok(true) => Poll::Pending,
+            // Stopping: the read that follows finds the socket shut.
+            Ok(false) => Poll::Ready(Ok(())),
             Err(e) => Poll::Ready(Err(e)),
         }
     }

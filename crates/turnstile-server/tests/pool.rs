@@ -146,7 +146,6 @@ fn a_silent_connection_is_closed_after_wait_timeout_and_a_busy_one_is_not() {
 }
 
 #[test]
-#[ignore = "timed out once waiting for the connections to end beside the 1000-connection test; run with --ignored"]
 fn clients_that_stop_in_a_login_or_halfway_through_a_packet_do_not_hold_every_worker() {
     // Limit 1: the gate's room is one active worker and a spare. Silent clients park workers
     // in reads for `connect_timeout` (a login) or `net_read_timeout` (a packet's rest); those

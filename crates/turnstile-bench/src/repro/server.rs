@@ -446,16 +446,21 @@ fn free_port() -> Result<u16, ReproError> {
         .map_err(|e| ReproError::BadInput(e.to_string()))
 }
 
-/// Makes `cmd`'s process a group of its own and asks the kernel to send it SIGTERM when the
-/// spawning thread ends. The terminal's Ctrl-C then reaches this process only, which stops
-/// the servers in order, and a server still outlives nothing that kills this process.
+/// Makes `cmd`'s process a session of its own and asks the kernel to send it SIGTERM when
+/// the spawning thread ends. A session is a process group too, so the terminal's Ctrl-C
+/// reaches this process only, which stops the servers in order, and a server outlives nothing
+/// that kills this process. A session is also its own scheduler autogroup: sysbench and the
+/// server then share the CPUs as two programs, not by how many threads each runs, so a server
+/// with few threads (a pool) is not starved by the client, nor one with a thread per
+/// connection favoured.
 fn server_process(cmd: &mut Command) -> &mut Command {
     use std::os::unix::process::CommandExt;
-    cmd.process_group(0);
-    // SAFETY: the closure runs in the child between fork and exec; it calls only prctl, which
-    // is async-signal-safe, allocates nothing and touches no state shared with the parent.
+    // SAFETY: the closure runs in the child between fork and exec; it calls only setsid and
+    // prctl, which are async-signal-safe, allocates nothing and touches no state shared with
+    // the parent. setsid cannot fail here: a child just forked leads no process group.
     unsafe {
         cmd.pre_exec(|| {
+            libc::setsid();
             libc::prctl(
                 libc::PR_SET_PDEATHSIG,
                 libc::SIGTERM as libc::c_ulong,
