@@ -1,5 +1,5 @@
-//! The C API's documented contract, checked from Rust through the rlib: the cases a review
-//! found the implementation and the header's promises to differ on.
+//! The C API's documented contract, checked from Rust through the rlib: each promise of the
+//! header that an implementation could easily break.
 
 use std::ffi::CStr;
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use mysql::prelude::Queryable;
 use mysql::Conn;
-use raw_client::{closed, finish, opts, raw_client, server_with};
+use raw_client::{closed, finish, opts, raw_client, server_with, wait_for};
 use turnstile::{GateConfig, Policy};
 
 /// The thread handling every server of these tests runs (`raw_client::server_with`).
@@ -24,17 +24,6 @@ fn threads() -> usize {
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|n| n.trim().parse().ok())
         .expect("a Threads: line")
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]

@@ -427,7 +427,7 @@ mod tests {
                 }
             }
         }
-        // The ones the review found accepted and ignored.
+        // Settings a policy has no use for are refused, not accepted and ignored.
         assert!(GateConfig::new(Policy::Auto)
             .tickets(100)
             .validate()

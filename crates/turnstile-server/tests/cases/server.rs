@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder};
-use raw_client::{closed, data_dir, err_code, read_packet, server_with, write_packet};
+use raw_client::{closed, data_dir, err_code, read_packet, server_with, wait_for, write_packet};
 use turnstile::{GateConfig, Policy};
 use turnstile_engine::schema::Row;
 use turnstile_server::Server;
@@ -36,18 +36,6 @@ fn code<T: std::fmt::Debug>(r: mysql::Result<T>) -> u16 {
     match r {
         Err(mysql::Error::MySqlError(e)) => e.code,
         other => panic!("expected a MySQL error, got {other:?}"),
-    }
-}
-
-/// Waits (bounded) until `f` holds.
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder};
@@ -192,4 +192,16 @@ pub fn raw_client(s: &Server, user: &str, password: &str) -> TcpStream {
 pub fn finish(s: Server, dir: PathBuf) {
     s.shutdown();
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Waits (bounded, 30 s) until `f` holds; panics naming `what` if it never does.
+pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
