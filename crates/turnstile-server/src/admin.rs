@@ -471,8 +471,8 @@ mod tests {
 
     #[test]
     fn a_hostile_like_pattern_neither_overflows_the_stack_nor_takes_exponential_time() {
-        // A million `%` recursed once each on a 1 MiB connection thread and aborted the
-        // server; 25 × `%_` took ~10^12 steps against a 44-character name.
+        // A million `%` recursing once each would overflow a 1 MiB connection thread; 25 ×
+        // `%_` is ~10^12 steps for a backtracking matcher against a 44-character name.
         let percent = "%".repeat(1_000_000);
         let pairs = format!("{}!", "%_".repeat(25));
         let matched = std::thread::Builder::new()

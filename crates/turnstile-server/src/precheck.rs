@@ -24,9 +24,9 @@ pub(crate) fn text_to_parse(sql: &str) -> Result<Cow<'_, str>, PlanError> {
 /// enclosing one, and a separator starts a sibling, not a child. sqlparser builds an operator
 /// chain (`a+b+…`, `x IS NULL IS NULL …`, `f(1,2)+f(1,2)+…`) as a left-deep tree without
 /// recursing, but its visitors, printer and the tree's drop recurse once per level, so an
-/// unbounded chain overflowed a connection thread's stack and aborted the process. Separators
-/// inside a call's parentheses end nothing at the call's own level (counting a run that every
-/// comma reset let `POW(1,2)+POW(1,2)+…` through). 2,000 is far beyond any statement this
+/// unbounded chain would overflow a connection thread's stack and abort the process. Separators
+/// inside a call's parentheses end nothing at the call's own level (a count that every comma
+/// reset would let `POW(1,2)+POW(1,2)+…` through). 2,000 is far beyond any statement this
 /// server runs (sysbench's reach about 20), and the deepest text it admits plans within a
 /// connection thread's stack (the planner's test
 /// `the_deepest_text_admitted_plans_within_a_connection_threads_stack`).
@@ -215,8 +215,8 @@ mod tests {
         for chain in [
             format!("SELECT 1{}", "+1".repeat(20_000)),
             format!("SELECT c FROM t WHERE id = 1{}", " AND id = 1".repeat(600)),
-            // Keyword operators, and chains through parentheses: these overflowed the stack
-            // of a connection thread and aborted the process.
+            // Keyword operators, and chains through parentheses: unguarded, each would
+            // overflow a connection thread's stack and abort the process.
             format!(
                 "SELECT c FROM sbtest1 WHERE id = 1{}",
                 " IS NULL".repeat(200_000)

@@ -350,8 +350,8 @@ fn an_unsupported_statement_answers_1235_and_the_connection_stays_usable() {
 
 #[test]
 fn hostile_statements_are_answered_and_neither_the_connection_nor_the_server_goes_down() {
-    // Each of these aborted the whole server (a stack overflow in a connection thread) or
-    // dropped the connection (a panic in the SQL parser), or pinned a CPU for hours.
+    // Unguarded, each of these would abort the whole server (a stack overflow in a connection
+    // thread), drop the connection (a panic in the SQL parser) or pin a CPU for hours.
     let (s, dir) = server("hostile");
     let mut c = connect(&s);
     let like = format!("SHOW VARIABLES LIKE '{}'", "%".repeat(100_000));
@@ -384,8 +384,8 @@ fn hostile_statements_are_answered_and_neither_the_connection_nor_the_server_goe
 
 #[test]
 fn a_chain_of_calls_is_refused_and_the_server_keeps_serving() {
-    // `POW(1,2)+POW(1,2)+…`: each call's comma used to reset the guard, and 20,000 terms
-    // overflowed a connection thread's stack, aborting the server.
+    // `POW(1,2)+POW(1,2)+…`: a depth guard that each call's comma reset would let 20,000
+    // terms through, and they would overflow a connection thread's stack.
     let (s, dir) = server("pow-chain");
     let mut c = connect(&s);
     let sql = format!(
