@@ -1,5 +1,5 @@
 //! A deterministic discrete-event simulator of an N-core machine that runs turnstile's gate
-//! policies — the same `turnstile::policy` decision cores as the real gate — so that 8 to 128
+//! policies — the same decision cores (`turnstile::sim`) as the real gate — so that 8 to 128
 //! cores and 1024 threads can be reasoned about on a small machine.
 //!
 //! * [`machine`]: cores, time slice, context-switch cost, wake-up latency (a base plus a part

@@ -94,8 +94,7 @@ mod inner;
 pub mod metrics;
 mod monitor;
 pub mod mutex;
-#[doc(hidden)]
-pub mod policy;
+mod policy;
 mod registry;
 #[cfg(feature = "serde")]
 mod serde_impl;
@@ -118,3 +117,18 @@ pub use mutex::{Condvar, Mutex, MutexGuard, WaitTimeoutResult};
 pub use policy::auto::AutoStats;
 pub use policy::auto::LimitReasons;
 pub use session::{Call, Canceler, Session, Statement};
+
+/// The policies' decision cores, for the simulator (`turnstile-sim`), which runs the same
+/// decisions as the gate. Not part of the library's API: no semver promise.
+#[doc(hidden)]
+pub mod sim {
+    pub use crate::policy::queue::Release;
+    pub use crate::policy::{
+        Admission, AdmittedBy, Attempt, Core, Hold, HoldKind, Step, Tickets, WaitId,
+    };
+
+    /// `auto`'s core, its parameters and its control window.
+    pub mod auto {
+        pub use crate::policy::auto::{keeps_slot_across, AutoCore, AutoParams, CONTROL_WINDOW};
+    }
+}

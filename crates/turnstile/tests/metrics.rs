@@ -255,7 +255,7 @@ fn an_auto_gate_exports_its_controller_window_in_seconds() {
     assert_eq!(scrape.type_of(name), Some("gauge"));
     assert_eq!(
         scrape.value(name, &[("gate", "orders")]),
-        turnstile::policy::auto::CONTROL_WINDOW.as_secs_f64()
+        turnstile::sim::auto::CONTROL_WINDOW.as_secs_f64()
     );
 }
 

@@ -1,4 +1,4 @@
-//! Driving the gate: a thread's calls into the policy cores (`turnstile::policy`), the gate's
+//! Driving the gate: a thread's calls into the policy cores (`turnstile::sim`), the gate's
 //! own mutex for the policies that have one, admission, yield and leaving — the same
 //! decisions as the real gate, with their CPU cost charged on the simulated cores.
 

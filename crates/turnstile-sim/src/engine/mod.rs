@@ -1,6 +1,6 @@
 //! The discrete-event core: cores with a run queue and time slices, a disk with a FIFO queue,
 //! FIFO mutexes, sleeps, and the gate — driven through the library's own policy cores
-//! (`turnstile::policy`), so the simulator runs the same decisions as the real gate.
+//! (`turnstile::sim`), so the simulator runs the same decisions as the real gate.
 //!
 //! The scheduler: a woken thread (signalled, or its timed sleep over) queues ahead of threads
 //! preempted at the end of their slice, as CFS's sleeper credit places it, unless a preempted
@@ -27,8 +27,8 @@
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BinaryHeap, VecDeque};
 
-use turnstile::policy::queue::Release;
-use turnstile::policy::{
+use turnstile::sim::Release;
+use turnstile::sim::{
     auto, Admission, AdmittedBy, Attempt, Core, Hold, HoldKind, Step, Tickets, WaitId,
 };
 use turnstile::{GateConfig, Policy, StepOutReason};
@@ -55,7 +55,7 @@ pub enum Op {
     EndStatement,
     /// A row sent to the client under MySQL 5.0/5.1's server layer: a step-out for sending
     /// results, which force-exits every policy but `auto` (which keeps the slot for work
-    /// outside the engine: `policy::auto::keeps_slot_across`).
+    /// outside the engine: `turnstile::sim::auto::keeps_slot_across`).
     SendRow,
     /// A disk request of this service time, ns (FIFO queue, one request at a time).
     Disk(u64),

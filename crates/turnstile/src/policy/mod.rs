@@ -103,7 +103,7 @@ pub enum Step {
     /// Yield the processor once, then ask again.
     Yield,
     /// The thread is queued under this id: block until a [`queue::Release`] with the same id
-    /// is delivered, then call [`queue::QueueCore::finish_wait`].
+    /// is delivered, then call `QueueCore::finish_wait`.
     Wait(WaitId),
     /// Refused at once (`auto`'s optional overload protection): nothing is counted.
     Reject(auto::RejectReason),
@@ -245,9 +245,9 @@ pub(crate) fn dec(count: &mut u32, what: &str) {
 /// spent; then, at the next check, it is given up if anyone waits and renewed if nobody does.
 /// The clock is read at a check, not at every call: the calls between two checks are a
 /// *chunk*, counted down like tickets (so a re-entry costs what a ticket re-entry costs),
-/// and each check resizes the chunk so that about [`CHECKS_PER_QUANTUM`] checks fall in a
+/// and each check resizes the chunk so that about `CHECKS_PER_QUANTUM` checks fall in a
 /// quantum, whatever a call costs. The quantum starts at the first check, after
-/// [`FIRST_CHUNK`] calls: a statement of fewer calls (a point select) never reads the clock.
+/// `FIRST_CHUNK` calls: a statement of fewer calls (a point select) never reads the clock.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tickets {
     left: u32,

@@ -92,7 +92,7 @@ pub struct LimitReasons {
     pub late: u64,
     /// Cut back where a fill began: the CPU use did not rise with the slots, so the idle
     /// CPUs were not the process's to fill (another process's or cgroup's share); fill then
-    /// waits ([`FILL_BACKOFF`]).
+    /// waits (`FILL_BACKOFF`).
     pub undone: u64,
     /// Brought back within the bounds after an operator set a limit outside them.
     pub bounds: u64,

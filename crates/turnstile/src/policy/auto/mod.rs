@@ -35,14 +35,9 @@ pub mod controller;
 pub mod core;
 mod handoff;
 
-pub use self::controller::{
-    Decision, LimitController, LimitReasons, CONTROL_WINDOW, CPU_CLOCK_LAG, LATE_GRANT,
-    MAX_READING, MIN_CPUS_AVAILABLE, SLOTS_PER_CPU, WINDOWS_PER_READING_COST,
-};
+pub use self::controller::{LimitReasons, CONTROL_WINDOW, CPU_CLOCK_LAG};
 pub use self::core::{AutoCore, AutoStats, Releases};
 pub(crate) use self::handoff::handoff_cpu;
-
-pub use crate::config::{DEFAULT_AGE_CAP, DEFAULT_QUANTUM};
 
 /// The queued waiter that keeps the stall watch, having seen no slot released for this long,
 /// runs the controller itself. MariaDB's thread pool checks every 500 ms
@@ -70,7 +65,7 @@ pub struct AutoParams {
     /// Let the controller move the limit (`false`: the limit stays where it is set).
     pub adaptive: bool,
     /// How far the CPU reading may lag per CPU other than the reader's: one scheduler tick
-    /// as the kernel reports it, else [`CPU_CLOCK_LAG`]; zero for an exact reading (the
+    /// as the kernel reports it, else `CPU_CLOCK_LAG`; zero for an exact reading (the
     /// simulator's).
     pub cpu_clock_lag: Duration,
     /// The CPU one hand-off costs (a wake-up and a switch), measured once per process
@@ -137,7 +132,7 @@ fn test_params(limit: u32, age_cap: Duration) -> AutoParams {
         cpus: limit,
         min_limit: 1,
         max_limit: 1000,
-        quantum: DEFAULT_QUANTUM,
+        quantum: crate::config::DEFAULT_QUANTUM,
         age_cap,
         max_waiting: 0,
         adaptive: false,

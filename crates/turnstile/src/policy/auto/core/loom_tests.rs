@@ -1,7 +1,8 @@
 //! Model checks of the core's own races that the gate-level models (tests/loom.rs) cannot
 //! reach: `RUSTFLAGS="--cfg loom" cargo test -p turnstile --release --lib auto`.
-use super::super::{test_params, DEFAULT_AGE_CAP};
+use super::super::test_params;
 use super::*;
+use crate::config::DEFAULT_AGE_CAP;
 use loom::sync::Arc;
 
 fn params(limit: u32) -> AutoParams {

@@ -1,5 +1,6 @@
-use super::super::{test_params, DEFAULT_QUANTUM};
+use super::super::test_params;
 use super::*;
+use crate::config::DEFAULT_QUANTUM;
 use std::time::Duration;
 
 const MS: u64 = 1_000_000;
