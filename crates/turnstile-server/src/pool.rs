@@ -524,6 +524,7 @@ impl Pool {
                 if self.stopping.load(Ordering::Acquire) {
                     break;
                 }
+                let mut took_signal = false;
                 let ready: Vec<Waker> = {
                     let mut armed = lock(&self.armed);
                     events[..n.max(0) as usize]
@@ -531,6 +532,7 @@ impl Pool {
                         .filter_map(|ev| match ev.u64 {
                             QUEUE_TOKEN => {
                                 self.take_queue_signal();
+                                took_signal = true;
                                 None
                             }
                             t => armed.remove(&t).map(|a| {
@@ -540,6 +542,15 @@ impl Pool {
                         })
                         .collect()
                 };
+                // The signal was meant for an idle worker (one may have gone idle after the
+                // look above was decided, or while this thread waited): pass it on, or that
+                // worker sleeps in epoll for its idle timeout beside a queued connection.
+                if took_signal {
+                    let q = lock(&self.run);
+                    if q.idle > 0 && !q.tasks.is_empty() {
+                        self.signal(self.queue_fd);
+                    }
+                }
                 for w in ready {
                     w.wake();
                 }
