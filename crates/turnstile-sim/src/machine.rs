@@ -77,9 +77,8 @@ pub struct MachineConfig {
     /// this long in its current slice, ns; until then the running thread is protected and the
     /// woken one waits for a core to free (its block, or its slice's end). `turnstile
     /// calibrate`'s preemption sweep: two threads pinned to one CPU, one woken while the other
-    /// has run a set time (on Linux 6.18's EEVDF, 1.5 ms on 2 CPUs: the base slice 0.75 ms ×
-    /// (1 + log2 CPUs) that `RUN_TO_PARITY` protects). `None`: never (the model before the
-    /// measurement existed).
+    /// has run a set time (under EEVDF, the base slice 0.75 ms × (1 + log2 CPUs) that
+    /// `RUN_TO_PARITY` protects). `None`: never.
     pub wake_preempt_ns: Option<u64>,
     /// Latency from a thread being signalled to it being runnable when no core is idle, ns:
     /// the intercept of `turnstile calibrate`'s wake-up sweep (its woken thread runs on the
