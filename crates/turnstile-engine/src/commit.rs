@@ -28,7 +28,7 @@ use crate::{index_table, rows_table, Engine, BINLOG_FILE, PREPARED};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum CommitMode {
     /// One global commit mutex held across the fsync, waited for while keeping the gate slot
-    /// (MySQL before the fix for bug 46459: seed 004's pileup).
+    /// (MySQL before 5.6's binlog group commit: seed 004's pileup).
     HoldSlot,
     /// The same mutex, but the session steps out of the gate before waiting for it (the fix).
     ReleaseSlot,

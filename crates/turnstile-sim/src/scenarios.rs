@@ -1380,7 +1380,7 @@ mod tests {
     #[test]
     fn an_atomic_gate_still_serialises_on_its_shared_line() {
         // 16 cores, every gate call a 2 µs line transfer: ~2000 calls per transaction cap the
-        // machine at ~250 TPS however many cores run.
+        // modelled machine at ~250 TPS however many cores run.
         let m = |handoff| MachineConfig {
             cores: 16,
             mutex_handoff_ns: handoff,

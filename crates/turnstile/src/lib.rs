@@ -89,6 +89,7 @@ mod driver;
 mod error;
 mod gate;
 mod gate_hook;
+mod handoff_cost;
 pub mod histogram;
 mod inner;
 pub mod metrics;

@@ -653,9 +653,9 @@ mod tests {
 
     #[test]
     fn the_per_table_count_ratio_is_the_median_of_each_repetitions_own_ratio() {
-        // `docs/results/auto/pileup-reps5-2core.json`, auto hold-slot, q/s at 4 and 16 tables:
-        // within-repetition ratios 1.20, 1.08, 0.95, 0.79, 0.63 (median 0.953); the median
-        // at 16 tables ÷ the median at 4, from different repetitions, was 0.82.
+        // Five repetitions' q/s at 4 and 16 tables: within-repetition ratios 1.20, 1.08,
+        // 0.95, 0.79, 0.63 (median 0.953), where the median at 16 tables ÷ the median at 4,
+        // taken from different repetitions, would be 0.82.
         let q = [
             (703_312.8, 844_801.8),
             (1_295_769.4, 1_400_432.1),

@@ -239,8 +239,8 @@ enum GateAction {
 /// How long a waiter on the gate's mutex spins before it sleeps, ns. Rust's
 /// `std::sync::Mutex` (the real gate's) spins 100 `spin_loop` hints; glibc's adaptive mutex
 /// (`PTHREAD_MUTEX_ADAPTIVE_NP`, MySQL's `MY_MUTEX_INIT_FAST`) up to 100 tries by default
-/// (`max_adaptive_count`). A `pause` takes ~40 cycles on AMD Zen and ~140 on Intel since
-/// Skylake: 100 of them are ~1.3–4.7 µs at ~3 GHz; 2 µs is taken. A waiter spins only if the
+/// (`max_adaptive_count`). A `pause` takes ~40 to ~140 cycles, depending on the
+/// core: 100 of them are ~1.3–4.7 µs at ~3 GHz; 2 µs is taken. A waiter spins only if the
 /// holder runs and the spinners ahead of it (each a critical section) fit in this budget.
 pub const SPIN_BUDGET_NS: u64 = 2_000;
 

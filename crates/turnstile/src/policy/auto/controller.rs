@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use crate::monitor::LimitReasons;
+
 /// The controller's window: one decision per window at most. CockroachDB's slot adjuster
 /// decides every 1 ms; a window must also hold several hand-offs at a few hundred admissions
 /// a second, so that one late wake-up is not a trend.
@@ -67,59 +69,6 @@ pub enum Decision {
     Raise(u32),
     /// Lowered to this limit.
     Cut(u32),
-}
-
-/// Why the controller moved the limit: each move is counted once, under its rule (their sum
-/// is raises plus cuts); `windows` counts the windows with threads queued, moved or not.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct LimitReasons {
-    /// Windows with threads queued (a decision was made, whatever it was).
-    pub windows: u64,
-    /// Raised towards `limit × target ÷ useful CPU use`: threads queued while the CPUs
-    /// were not all busy with statements (holders blocked where nobody declared a wait, or
-    /// the CPU went to hand-offs); without a CPU reading, by one after prompt grants.
-    pub fill: u64,
-    /// Raised to the floor: two slots per CPU, or beside long statements a slot for each
-    /// and the CPUs they leave.
-    pub floor: u64,
-    /// Lowered: every CPU busy with the limit above the floor (by one; by a quarter beside
-    /// long statements that keep their slots; halved where nobody queued).
-    pub busy: u64,
-    /// Cut by a quarter: grantees started late while the CPUs were busy (runnable holders
-    /// waited for a CPU).
-    pub late: u64,
-    /// Cut back where a fill began: the CPU use did not rise with the slots, so the idle
-    /// CPUs were not the process's to fill (another process's or cgroup's share); fill then
-    /// waits (`FILL_BACKOFF`).
-    pub undone: u64,
-    /// Brought back within the bounds after an operator set a limit outside them.
-    pub bounds: u64,
-    /// Windows whose reading could not yet tell which side of a threshold the CPU use was
-    /// on: the reading went on into the next window. Not a move.
-    pub deferred: u64,
-}
-
-impl LimitReasons {
-    /// The moves counted (raises plus cuts).
-    pub fn moves(&self) -> u64 {
-        self.fill + self.floor + self.busy + self.late + self.undone + self.bounds
-    }
-
-    /// The counts since `earlier` (a reading of the same gate taken before).
-    pub fn since(&self, earlier: &LimitReasons) -> LimitReasons {
-        LimitReasons {
-            windows: self.windows.saturating_sub(earlier.windows),
-            fill: self.fill.saturating_sub(earlier.fill),
-            floor: self.floor.saturating_sub(earlier.floor),
-            busy: self.busy.saturating_sub(earlier.busy),
-            late: self.late.saturating_sub(earlier.late),
-            undone: self.undone.saturating_sub(earlier.undone),
-            bounds: self.bounds.saturating_sub(earlier.bounds),
-            deferred: self.deferred.saturating_sub(earlier.deferred),
-        }
-    }
 }
 
 /// The adaptive limit (see the module documentation and docs/AUTO.md).

@@ -3,8 +3,9 @@
 
 use std::collections::VecDeque;
 
-use super::controller::{Decision, LimitController, LimitReasons, CONTROL_WINDOW};
+use super::controller::{Decision, LimitController, CONTROL_WINDOW};
 use super::{AutoParams, RejectReason, STALL_PERIOD};
+use crate::monitor::AutoStats;
 use crate::policy::queue::Release;
 use crate::policy::slots::AtomicSlots;
 use crate::policy::{dec, Admission, AdmittedBy, Attempt, Hold, HoldKind, Step, WaitId};
@@ -39,47 +40,6 @@ struct Queue<W> {
     reclaims_over: u64,
     watch: Option<WaitId>, // the wait that keeps the stall watch
     nudge: Option<W>,      // the waiter the watch passed to, not yet told (`take_nudge`)
-}
-
-/// The core's counts and decisions ([`crate::GateStats::auto`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct AutoStats {
-    /// The limit now.
-    pub limit: u32,
-    /// Counted inside.
-    pub inside: u32,
-    /// Extra admissions running: newcomers in a pending waiter's place, sessions back from a wait.
-    pub extra: u32,
-    /// Released waiters not yet running.
-    pub pending: u32,
-    /// Queued, not yet released.
-    pub queued: u32,
-    /// Waiters past the age cap are being served oldest first.
-    pub starving: bool,
-    /// The largest limit in force so far.
-    pub limit_max: u32,
-    /// Times the controller raised the limit.
-    pub limit_raises: u64,
-    /// Times it lowered the limit.
-    pub limit_cuts: u64,
-    /// Why it raised and lowered it, window by window.
-    pub limit_reasons: LimitReasons,
-    /// Controller runs by a waiter that saw no slot released for a stall period.
-    pub stall_ticks: u64,
-    /// Enters refused by the queue cap.
-    pub rejections: u64,
-    /// Hand-offs to a waiter past the age cap.
-    pub age_handoffs: u64,
-    /// Lent slots taken back above the limit (allowed up to twice the limit).
-    pub reclaims_over: u64,
-    /// Slots held now by long statements ([`AutoCore::yields_quantum`]).
-    pub long_holders: u32,
-    /// The controller's window now, ns: [`CONTROL_WINDOW`], longer where CPU readings are costly.
-    pub control_window_ns: u64,
-    /// The CPUs other processes leave this one, in thousandths (`None`: unknown, as off Linux).
-    pub cpus_available_milli: Option<u32>,
 }
 
 /// The shared state of `auto`. See the module documentation.

@@ -33,11 +33,11 @@ use crate::policy::step_out::StepOutReason;
 
 pub mod controller;
 pub mod core;
-mod handoff;
 
-pub use self::controller::{LimitReasons, CONTROL_WINDOW, CPU_CLOCK_LAG};
-pub use self::core::{AutoCore, AutoStats, Releases};
-pub(crate) use self::handoff::handoff_cpu;
+pub use self::controller::{CONTROL_WINDOW, CPU_CLOCK_LAG};
+pub use self::core::{AutoCore, Releases};
+use crate::handoff_cost::handoff_cpu;
+pub use crate::monitor::{AutoStats, LimitReasons};
 
 /// The queued waiter that keeps the stall watch, having seen no slot released for this long,
 /// runs the controller itself. MariaDB's thread pool checks every 500 ms
@@ -69,7 +69,7 @@ pub struct AutoParams {
     /// simulator's).
     pub cpu_clock_lag: Duration,
     /// The CPU one hand-off costs (a wake-up and a switch), measured once per process
-    /// (`policy/auto/handoff.rs`); the simulator gives its machine's context switch.
+    /// (`handoff_cost.rs`); the simulator gives its machine's context switch.
     pub handoff_cpu: Duration,
 }
 
