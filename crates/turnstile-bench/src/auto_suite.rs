@@ -289,6 +289,9 @@ pub struct Run {
     pub starved: usize,
     /// The gate's limit at the end.
     pub limit_at_end: u32,
+    /// `auto`: its controller's moves by rule over the measured window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_reasons: Option<turnstile::LimitReasons>,
 }
 
 /// One point's verdict.
@@ -483,6 +486,7 @@ fn measure(w: &Workload, s: Setting, window: Duration) -> Result<Run, String> {
         .map(|d| d.load(Ordering::Relaxed))
         .collect();
     let lat0 = shared.latency.snapshot();
+    let reasons0 = gate.stats().auto.map(|a| a.limit_reasons);
     let t0 = Instant::now();
     if w.step_from.is_some() {
         thread::sleep(window / 2);
@@ -500,6 +504,11 @@ fn measure(w: &Workload, s: Setting, window: Duration) -> Result<Run, String> {
         .collect();
     let lat = shared.latency.snapshot().since(&lat0);
     let limit_at_end = gate.limit();
+    let limit_reasons = gate
+        .stats()
+        .auto
+        .zip(reasons0)
+        .map(|(a, b)| a.limit_reasons.since(&b));
     shared.stop.store(true, Ordering::Relaxed);
     // Late clients not yet started (a run called off early) start and see the stop.
     shared.step();
@@ -525,6 +534,7 @@ fn measure(w: &Workload, s: Setting, window: Duration) -> Result<Run, String> {
         fair_ms: fair_s * 1e3,
         starved,
         limit_at_end,
+        limit_reasons,
     })
 }
 
@@ -603,6 +613,7 @@ mod tests {
             fair_ms: 1.0,
             starved,
             limit_at_end: limit,
+            limit_reasons: None,
         }
     }
 

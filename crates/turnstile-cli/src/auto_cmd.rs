@@ -154,6 +154,16 @@ fn table(r: &SuiteReport) -> String {
             if met { "yes" } else { "no" }
         );
     }
+    let _ = writeln!(s, "\nauto's limit moves in each of its runs, by rule:");
+    for p in &r.points {
+        let runs: Vec<String> = p
+            .runs
+            .iter()
+            .filter_map(|run| run.limit_reasons.as_ref())
+            .map(turnstile_bench::gate::limit_reasons_text)
+            .collect();
+        let _ = writeln!(s, "  {}: {}", p.workload.name, runs.join(" | "));
+    }
     for p in &r.points {
         if let Some((any, over, starved)) = p.best_any {
             let _ = writeln!(

@@ -19,8 +19,8 @@ pub(super) const CACHE_LINE: usize = 64;
 pub(super) const FALLBACK_CACHE_SHARE: usize = 1 << 20;
 
 /// Cap on the cache-refill working set: 8 MiB per thread keeps one touch under a few
-/// milliseconds on today's servers (so the measurement stays short) while still far larger
-/// than any per-core L2.
+/// milliseconds at a few GB/s of memory bandwidth (so the measurement stays short) while
+/// still far larger than any per-core L2.
 pub(super) const MAX_CACHE_SHARE: usize = 8 << 20;
 
 /// A token passed around a ring of `n` threads pinned to `cpu` (each wakes the next through

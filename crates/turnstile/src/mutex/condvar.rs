@@ -175,7 +175,7 @@ fn with_table<R>(f: impl FnOnce(&Table) -> R) -> R {
 /// Like every condition variable, a wait may return without the condition the waiter waits
 /// for being true: another thread may have changed the data between the notify and the
 /// waiter's re-lock, and the contract allows spurious wake-ups (this implementation produces
-/// none of its own today, but a future one may). Check the condition in a loop, or use
+/// none of its own, but a later version may). Check the condition in a loop, or use
 /// [`wait_while`](Self::wait_while), which does.
 ///
 /// While threads wait on it, a condition variable belongs to one mutex: a wait with a guard of
