@@ -11,7 +11,7 @@
 //! * [`live`] — the gates running now, for exporting metrics during long runs.
 //! * [`competing`] — CPU-bound processes in sessions of their own, competing with a run for
 //!   the CPUs (`repro oltp --competing-processes`).
-//! * `machine` (Linux) — `turnstile calibrate`: this machine's parameters for the simulator.
+//! * `machine` (Linux) — `turnstile calibrate`: the host's parameters for the simulator.
 
 pub mod async_gate;
 pub mod auto_suite;

@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// Calibrated iterations of [`spin`] per microsecond on this machine.
+/// Calibrated iterations of [`spin`] per microsecond on the machine it runs on.
 pub fn iterations_per_us() -> f64 {
     static CAL: OnceLock<f64> = OnceLock::new();
     *CAL.get_or_init(|| {

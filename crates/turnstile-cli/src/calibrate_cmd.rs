@@ -1,4 +1,4 @@
-//! `turnstile calibrate`: measures this machine's parameters for the simulator's machine model
+//! `turnstile calibrate`: measures the host's parameters for the simulator's machine model
 //! and writes them as a TOML file whose `[machine]` table is a
 //! `turnstile_sim::machine::MachineConfig` (the measuring is `turnstile_bench::machine`).
 
@@ -26,7 +26,7 @@ pub struct CalibrateArgs {
     /// Also measure the embedded engine's own OLTP costs (a point select, a row, a sort, a
     /// gate call) on one connection, and write them to this file as `sim oltp --config` keys:
     /// with this file and the `[machine]` above, `sim oltp --cores N` stands for `repro oltp`
-    /// on this machine.
+    /// on the host.
     #[arg(long, value_name = "FILE")]
     oltp: Option<PathBuf>,
     /// The engine's data directory for `--oltp` (the table of `repro oltp` is reused).

@@ -42,7 +42,7 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Simulate an N-core machine running the same gate policies.
     Sim(sim_cmd::SimArgs),
-    /// Measure this machine's parameters for the simulator (context switch, cache refill,
+    /// Measure the host's parameters for the simulator (context switch, cache refill,
     /// wake-up latency and preemption, a sleeper behind busy threads, the waker's call, timer
     /// slack, yield, mutex hand-off) and write them as TOML.
     Calibrate(calibrate_cmd::CalibrateArgs),

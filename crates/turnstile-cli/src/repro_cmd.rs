@@ -234,7 +234,7 @@ pub struct MixedArgs {
     /// Default: all.
     #[arg(long, value_delimiter = ',')]
     policies: Option<Vec<String>>,
-    /// The gate limit. Default: this machine's cores.
+    /// The gate limit. Default: the host's cores.
     #[arg(long)]
     limit: Option<u32>,
     /// Folder for the report (mixed.md) and the chart (mixed.svg).

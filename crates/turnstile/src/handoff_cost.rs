@@ -1,4 +1,4 @@
-//! What one hand-off costs in CPU on this machine, measured once per process: the gate's
+//! What one hand-off costs in CPU where the gate runs, measured once per process: the gate's
 //! controller counts that much CPU per hand-off as spent on the gate, not on statements.
 
 use std::sync::OnceLock;

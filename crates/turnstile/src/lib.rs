@@ -82,6 +82,7 @@
 
 #[cfg(all(feature = "async", not(loom)))]
 mod async_session;
+mod auto_stats;
 mod clock;
 mod config;
 mod cpu_share;

@@ -126,7 +126,7 @@ impl MixedSetting {
     }
 }
 
-/// The gate limit when none is given: this machine's cores (`available_parallelism`), so the
+/// The gate limit when none is given: the host's cores (`available_parallelism`), so the
 /// limit, not the CPU, decides who runs. 2 if the count is unknown (the two scans can then fill
 /// the gate), at most the library's 1000.
 pub fn default_limit() -> u32 {
@@ -142,7 +142,7 @@ pub struct MixedConfig {
     pub point_rows: u32,
     /// Point-select sessions beside the scans.
     pub point_sessions: usize,
-    /// The gate limit (`innodb_thread_concurrency`): by default this machine's core count
+    /// The gate limit (`innodb_thread_concurrency`): by default the host's core count
     /// ([`default_limit`]).
     pub limit: u32,
     /// Gate settings, in report order.

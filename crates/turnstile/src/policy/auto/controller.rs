@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::monitor::LimitReasons;
+use crate::auto_stats::LimitReasons;
 
 /// The controller's window: one decision per window at most. CockroachDB's slot adjuster
 /// decides every 1 ms; a window must also hold several hand-offs at a few hundred admissions

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use super::controller::{Decision, LimitController, CONTROL_WINDOW};
 use super::{AutoParams, RejectReason, STALL_PERIOD};
-use crate::monitor::AutoStats;
+use crate::auto_stats::AutoStats;
 use crate::policy::queue::Release;
 use crate::policy::slots::AtomicSlots;
 use crate::policy::{dec, Admission, AdmittedBy, Attempt, Hold, HoldKind, Step, WaitId};

@@ -36,8 +36,8 @@ pub mod core;
 
 pub use self::controller::{CONTROL_WINDOW, CPU_CLOCK_LAG};
 pub use self::core::{AutoCore, Releases};
+pub use crate::auto_stats::{AutoStats, LimitReasons};
 use crate::handoff_cost::handoff_cpu;
-pub use crate::monitor::{AutoStats, LimitReasons};
 
 /// The queued waiter that keeps the stall watch, having seen no slot released for this long,
 /// runs the controller itself. MariaDB's thread pool checks every 500 ms
@@ -97,7 +97,7 @@ impl AutoParams {
         }
     }
 
-    /// `c`'s settings on this machine: the CPUs the process may use now.
+    /// `c`'s settings where it runs: the CPUs the process may use now.
     pub(crate) fn from_config(c: &GateConfig) -> AutoParams {
         AutoParams::for_config(c, available_cpus())
     }
